@@ -1,0 +1,60 @@
+# hakozuna: `make` builds the libraries, `make test` runs every test,
+# `make bench` runs the comparison suite. Sub-makefiles in mk/ hold the
+# test, benchmark and install rules.
+
+CC      ?= cc
+BUILD   ?= build
+CFLAGS_BASE := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter \
+               -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
+               -fno-semantic-interposition -Iinclude -Isrc
+CFLAGS  ?=
+ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
+LDLIBS_LIB := -lpthread
+
+SOVERSION := 0
+VERSION   := 0.1.0
+
+SRCS := $(wildcard src/*.c)
+HDRS := $(wildcard src/*.h) include/hakozuna.h
+OBJS         := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
+OBJS_CHECKED := $(patsubst src/%.c,$(BUILD)/obj-checked/%.o,$(SRCS))
+
+LIB_SO      := $(BUILD)/libhakozuna.so
+LIB_A       := $(BUILD)/libhakozuna.a
+LIB_OBJ     := $(BUILD)/hakozuna.o
+LIB_CHECKED := $(BUILD)/libhakozuna-checked.so
+
+.PHONY: all lib clean
+all: lib
+lib: $(LIB_SO) $(LIB_A) $(LIB_OBJ) $(LIB_CHECKED)
+
+$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/obj-checked/%.o: src/%.c $(HDRS) | $(BUILD)/obj-checked
+	$(CC) $(ALL_CFLAGS) -DHZ_CHECKED=1 -c $< -o $@
+$(BUILD)/obj $(BUILD)/obj-checked:
+	mkdir -p $@
+
+$(LIB_SO).$(VERSION): $(OBJS)
+	$(CC) -shared -Wl,-soname,libhakozuna.so.$(SOVERSION) -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
+$(LIB_SO): $(LIB_SO).$(VERSION)
+	ln -sf libhakozuna.so.$(VERSION) $(BUILD)/libhakozuna.so.$(SOVERSION)
+	ln -sf libhakozuna.so.$(VERSION) $@
+$(LIB_CHECKED): $(OBJS_CHECKED)
+	$(CC) -shared -Wl,-soname,libhakozuna-checked.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
+$(LIB_A): $(OBJS)
+	rm -f $@ && ar rcs $@ $^
+# One relocatable object: linking it overrides malloc in a static program.
+$(LIB_OBJ): $(OBJS)
+	$(LD) -r -o $@ $^
+
+clean:
+	rm -rf $(BUILD)
+
+# Each mk/*.mk adds its own prerequisites to these (test-unit, test-install, ...).
+.PHONY: test bench
+test: lib
+
+-include mk/test.mk
+-include mk/bench.mk
+-include mk/install.mk

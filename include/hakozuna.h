@@ -1,0 +1,123 @@
+/* hakozuna: a fast, misuse-detecting general-purpose memory allocator.
+ *
+ * Linking with -lhakozuna (or preloading libhakozuna.so) replaces malloc, free
+ * and the rest of the C and C++ allocation API for the whole process. The hz_*
+ * functions below are the same allocator under names of its own, for programs
+ * that want to call it explicitly, plus the controls and statistics that the
+ * standard API has no words for. */
+#ifndef HAKOZUNA_H
+#define HAKOZUNA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HZ_VERSION_MAJOR 0
+#define HZ_VERSION_MINOR 1
+#define HZ_VERSION_PATCH 0
+#define HZ_VERSION ((HZ_VERSION_MAJOR * 10000) + (HZ_VERSION_MINOR * 100) + HZ_VERSION_PATCH)
+
+#if defined(__GNUC__)
+#define HZ_MALLOC_ATTR __attribute__((malloc, warn_unused_result))
+#define HZ_ALLOC_SIZE(...) __attribute__((alloc_size(__VA_ARGS__)))
+#define HZ_ALLOC_ALIGN(n) __attribute__((alloc_align(n)))
+#else
+#define HZ_MALLOC_ATTR
+#define HZ_ALLOC_SIZE(...)
+#define HZ_ALLOC_ALIGN(n)
+#endif
+
+/* ---- The standard API under hz_ names (same semantics as glibc's) ---- */
+void *hz_malloc(size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(1);
+void *hz_calloc(size_t count, size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(1, 2);
+void *hz_realloc(void *p, size_t size) HZ_ALLOC_SIZE(2);
+void *hz_reallocarray(void *p, size_t count, size_t size) HZ_ALLOC_SIZE(2, 3);
+void hz_free(void *p);
+/* Free with the size the block was requested with (C23 free_sized); the size
+ * is checked against the block, a mismatch aborts. */
+void hz_free_sized(void *p, size_t size);
+void *hz_aligned_alloc(size_t alignment, size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(2) HZ_ALLOC_ALIGN(1);
+int hz_posix_memalign(void **out, size_t alignment, size_t size);
+void *hz_memalign(size_t alignment, size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(2) HZ_ALLOC_ALIGN(1);
+void *hz_valloc(size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(1);
+void *hz_pvalloc(size_t size) HZ_MALLOC_ATTR;
+/* Bytes usable at p (>= the size asked for); 0 for NULL. */
+size_t hz_usable_size(const void *p);
+/* The usable size a request of `size` bytes would get. */
+size_t hz_good_size(size_t size);
+
+/* ---- Control ---- */
+/* Return cached free memory to the OS now. force != 0 also flushes this
+ * thread's caches and processes memory of threads that have exited. */
+void hz_collect(int force);
+/* For thread pools: hand this thread's cache back now (as if it exited);
+ * the thread may keep allocating afterwards and gets a fresh cache. */
+void hz_thread_done(void);
+
+/* ---- Options (one table: see src/options.c; env HAKOZUNA_<NAME>) ---- */
+typedef enum hz_option_e {
+  HZ_OPTION_VERBOSE,          /* print diagnostics to stderr */
+  HZ_OPTION_STATS,            /* print the statistics report at exit */
+  HZ_OPTION_PURGE_DELAY,      /* ms before free memory goes back to the OS; -1 never */
+  HZ_OPTION_PURGE_THREAD,     /* purge in a background thread while the program idles */
+  HZ_OPTION_THP,              /* allow transparent huge pages on segments */
+  HZ_OPTION_ARENA_RESERVE,    /* MiB of address space reserved per OS request for segments */
+  HZ_OPTION_THREAD_CACHE,     /* KiB of empty spans a thread keeps cached */
+  HZ_OPTION_HUGE_CACHE,       /* MiB of freed huge blocks kept for reuse */
+  HZ_OPTION_CHECK,            /* misuse checks: 0 off, 1 default, 2 checked build level */
+  HZ_OPTION_COUNT
+} hz_option_t;
+
+long hz_option_get(hz_option_t option);
+/* Returns 0 on success, -1 (errno EINVAL) if the option or value is invalid. */
+int hz_option_set(hz_option_t option, long value);
+const char *hz_option_name(hz_option_t option);        /* e.g. "purge_delay" */
+const char *hz_option_description(hz_option_t option);
+
+/* ---- Statistics ---- */
+#define HZ_STATS_VERSION 1
+#define HZ_STATS_MAX_CLASSES 96
+
+typedef struct hz_class_stats_s {
+  size_t block_size;     /* 0 for unused rows */
+  uint64_t live;         /* blocks allocated now */
+  uint64_t peak;         /* highest live seen at a refill (approximate) */
+  uint64_t mallocs;
+  uint64_t frees;        /* all frees, local and remote */
+  uint64_t remote_frees; /* frees by a thread other than the owner */
+  uint64_t refills;      /* times the thread cache went to the slow path */
+} hz_class_stats_t;
+
+typedef struct hz_stats_s {
+  uint32_t version;      /* HZ_STATS_VERSION */
+  uint32_t size;         /* sizeof(hz_stats_t) of the caller; set it before calling */
+  uint32_t class_count;
+  uint32_t thread_count; /* live thread caches */
+  hz_class_stats_t classes[HZ_STATS_MAX_CLASSES];
+  uint64_t large_allocs, large_frees, large_live_bytes;
+  uint64_t huge_allocs, huge_frees, huge_live_bytes;
+  uint64_t segments;          /* 4 MiB segments mapped now */
+  uint64_t bytes_reserved;    /* address space mapped from the OS */
+  uint64_t bytes_committed;   /* part of it not returned with madvise */
+  uint64_t bytes_in_use;      /* part of it in spans/blocks in use */
+  uint64_t bytes_returned;    /* total bytes given back with madvise/munmap */
+  uint64_t mmap_calls, munmap_calls, madvise_calls;
+  uint64_t peak_rss;          /* bytes, from getrusage */
+  uint64_t current_rss;       /* bytes, from /proc/self/statm (0 if unavailable) */
+} hz_stats_t;
+
+/* Fill *out (out->size must be set to sizeof(hz_stats_t)); 0 on success. */
+int hz_stats_get(hz_stats_t *out);
+void hz_stats_print(FILE *out);
+/* Write the statistics as JSON into buf (NUL-terminated, truncated to len);
+ * returns the length the full text needs, like snprintf. */
+size_t hz_stats_json(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HAKOZUNA_H */
