@@ -1,0 +1,97 @@
+# Install, uninstall, and the tests of the installed copy and the Rust crate.
+#
+#   make install   [PREFIX=/usr/local] [DESTDIR=/staging] [LIBDIR=...] ...
+#   make uninstall (same variables): removes exactly the files install wrote
+#   make test-install   install into a temporary prefix, build against it, uninstall
+#   make test-rust      cargo test in bindings/rust (SKIP when cargo is missing)
+#
+# The paths below are where the files live at run time; DESTDIR only
+# prefixes where they are written (for packaging), as in the GNU conventions.
+
+PREFIX       ?= /usr/local
+BINDIR       ?= $(PREFIX)/bin
+LIBDIR       ?= $(PREFIX)/lib
+INCLUDEDIR   ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+CMAKEDIR     ?= $(LIBDIR)/cmake/hakozuna
+# The single relocatable object for overriding malloc in static programs.
+HZ_OBJDIR    ?= $(LIBDIR)/hakozuna
+INSTALL      ?= install
+
+HZ_D := $(DESTDIR)
+# Generated (path-substituted) copies of the templates, made per install.
+HZ_GEN := $(BUILD)/install
+HZ_TEMPLATES := hakozuna.pc hakozunaConfig.cmake hakozunaConfigVersion.cmake hakozunaTargets.cmake
+HZ_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+               -e 's|@PC_LIBDIR@|$(call hz_pc_path,$(LIBDIR))|g' \
+               -e 's|@PC_INCLUDEDIR@|$(call hz_pc_path,$(INCLUDEDIR))|g' \
+               -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@HZ_OBJDIR@|$(HZ_OBJDIR)|g' \
+               -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' \
+               -e 's|@POINTER_BYTES@|$(HZ_POINTER_BYTES)|g'
+# A path under PREFIX as pkg-config writes it: ${prefix}/lib (so that
+# pkg-config --define-prefix or --define-variable=prefix=... can move it).
+hz_pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+# sizeof(void *) of the compiler that builds the libraries (for the CMake version check).
+HZ_POINTER_BYTES = $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - | tail -n 1)
+
+# Every path install creates (without DESTDIR); uninstall removes these.
+HZ_INSTALLED := \
+  $(BINDIR)/hakozuna \
+  $(LIBDIR)/libhakozuna.so.$(VERSION) \
+  $(LIBDIR)/libhakozuna.so.$(SOVERSION) \
+  $(LIBDIR)/libhakozuna.so \
+  $(LIBDIR)/libhakozuna.a \
+  $(LIBDIR)/libhakozuna-checked.so \
+  $(HZ_OBJDIR)/hakozuna.o \
+  $(INCLUDEDIR)/hakozuna.h \
+  $(PKGCONFIGDIR)/hakozuna.pc \
+  $(CMAKEDIR)/hakozunaConfig.cmake \
+  $(CMAKEDIR)/hakozunaConfigVersion.cmake \
+  $(CMAKEDIR)/hakozunaTargets.cmake
+# Directories that belong to hakozuna alone (removed by uninstall when empty).
+HZ_OWNED_DIRS := $(HZ_OBJDIR) $(CMAKEDIR)
+
+.PHONY: install uninstall install-generated test-install test-rust
+
+install-generated:
+	@mkdir -p $(HZ_GEN)
+	@for f in $(HZ_TEMPLATES); do \
+	    echo "  GEN  $(HZ_GEN)/$$f"; \
+	    $(HZ_SUBST) packaging/$$f.in > $(HZ_GEN)/$$f || exit 1; \
+	done
+	@echo "  GEN  $(HZ_GEN)/hakozuna"
+	@sed -e "s|^HZ_LIBDIR=.*|HZ_LIBDIR='$(LIBDIR)'|" -e "s|^HZ_VERSION=.*|HZ_VERSION='$(VERSION)'|" \
+	    tools/hakozuna > $(HZ_GEN)/hakozuna
+
+install: lib install-generated
+	$(INSTALL) -d $(HZ_D)$(BINDIR) $(HZ_D)$(LIBDIR) $(HZ_D)$(INCLUDEDIR) \
+	    $(HZ_D)$(PKGCONFIGDIR) $(HZ_D)$(CMAKEDIR) $(HZ_D)$(HZ_OBJDIR)
+	$(INSTALL) -m 755 $(LIB_SO).$(VERSION) $(LIB_CHECKED) $(HZ_D)$(LIBDIR)/
+	ln -sf libhakozuna.so.$(VERSION) $(HZ_D)$(LIBDIR)/libhakozuna.so.$(SOVERSION)
+	ln -sf libhakozuna.so.$(SOVERSION) $(HZ_D)$(LIBDIR)/libhakozuna.so
+	$(INSTALL) -m 644 $(LIB_A) $(HZ_D)$(LIBDIR)/
+	$(INSTALL) -m 644 $(LIB_OBJ) $(HZ_D)$(HZ_OBJDIR)/hakozuna.o
+	$(INSTALL) -m 644 include/hakozuna.h $(HZ_D)$(INCLUDEDIR)/
+	$(INSTALL) -m 644 $(HZ_GEN)/hakozuna.pc $(HZ_D)$(PKGCONFIGDIR)/
+	$(INSTALL) -m 644 $(HZ_GEN)/hakozunaConfig.cmake $(HZ_GEN)/hakozunaConfigVersion.cmake \
+	    $(HZ_GEN)/hakozunaTargets.cmake $(HZ_D)$(CMAKEDIR)/
+	$(INSTALL) -m 755 $(HZ_GEN)/hakozuna $(HZ_D)$(BINDIR)/
+
+uninstall:
+	rm -f $(addprefix $(HZ_D),$(HZ_INSTALLED))
+	rmdir $(addprefix $(HZ_D),$(HZ_OWNED_DIRS)) 2>/dev/null || true
+
+# `test` has no recipe in the root Makefile; these only add prerequisites.
+test: test-install test-rust
+
+test-install: lib
+	BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) sh tests/install/run.sh
+
+HZ_CARGO_TARGET := $(abspath $(BUILD))/cargo
+test-rust:
+	@if command -v cargo >/dev/null 2>&1; then \
+	    echo "cd bindings/rust && cargo test --locked"; \
+	    cd bindings/rust && CARGO_TARGET_DIR=$(HZ_CARGO_TARGET) cargo test --locked; \
+	else \
+	    echo "SKIP test-rust: cargo is not on PATH"; \
+	fi
