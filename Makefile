@@ -4,7 +4,7 @@
 
 CC      ?= cc
 BUILD   ?= build
-CFLAGS_BASE := -std=gnu11 -O2 -g -fPIC -Wall -Wextra -Wno-unused-parameter \
+CFLAGS_BASE := -std=gnu11 -O2 -g -fPIC -fexceptions -Wall -Wextra -Wno-unused-parameter \
                -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
                -fno-semantic-interposition -Iinclude -Isrc
 CFLAGS  ?=

@@ -1,0 +1,315 @@
+/* The fast paths and the public API.
+ *
+ * malloc: size -> class, pop the current span's free list. free: the segment
+ * map says the pointer is ours, the segment header gives its span, a
+ * multiply checks it is a block start, the block's tag says it isn't already
+ * free, and if this thread owns the span the block goes on its local list.
+ * Everything else (empty lists, other threads' blocks, large and huge
+ * blocks, misuse) is in noinline functions in the other files. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <string.h>
+
+/* ---- malloc ---- */
+static inline void *alloc_class(uint32_t c, size_t request) {
+  hz_heap_t *h = hz_tls_heap;
+  hz_span_t *s = h->cur[c];
+  hz_block_t *b = s->free;
+  if (hz_likely(b != NULL)) {
+    s->free = hz_next_decode(b, b->next);
+    s->used++;
+    b->tag = 0;
+    h->n.malloc[c]++;
+  } else if ((b = hz_heap_alloc_small(h, c)) == NULL) {
+    return NULL;
+  }
+#if HZ_CHECKED
+  hz_checked_on_alloc(b, hz_class_size(c), request);
+#endif
+  (void)request;
+  return b;
+}
+
+static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
+  bool zeroed = false;
+  void *p;
+  if (n > HZ_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (n <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
+  else p = hz_huge_alloc(n, align, &zeroed);
+  if (p != NULL && zero && !zeroed) memset(p, 0, n);
+  return p;
+}
+
+static inline void *alloc(size_t n) {
+  if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE)) return alloc_class(hz_class_of(n + HZ_CANARY_SIZE), n);
+  return alloc_big(n, 0, false);
+}
+
+/* Small aligned blocks come from a class whose size is a multiple of the
+ * alignment: spans start 32 KiB-aligned, so every block of it is aligned. */
+static hz_noinline void *alloc_aligned(size_t align, size_t n) {
+  if (align <= 16) return alloc(n);
+  if (align <= HZ_SLICE_SIZE && n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) {
+    uint32_t c = hz_class_of(n + HZ_CANARY_SIZE);
+    while (c < HZ_NCLASS && (hz_class_size(c) & (align - 1)) != 0) c++;
+    if (c < HZ_NCLASS) return alloc_class(c, n);
+  }
+  return alloc_big(n, align, false);
+}
+
+/* ---- free ---- */
+static hz_noinline void free_rare(void *p, const char *fn) {
+  if (p == NULL) return;
+  uint8_t m = hz_segmap_get(p);
+  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) hz_huge_free(p, fn);
+  else hz_check_span_ptr(p, fn); /* reports */
+}
+
+static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
+  if (s->kind == HZ_SPAN_FREE || s->heap == NULL) {
+    hz_check_span_ptr(b, fn);
+    return;
+  }
+#if HZ_CHECKED
+  if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
+#endif
+  hz_remote_free(h, s, b);
+}
+
+static inline void dealloc(void *p, const char *fn) {
+  uintptr_t a = (uintptr_t)p;
+  if (hz_unlikely((a >> HZ_SEG_SHIFT) >= HZ_SEGMAP_LEN || hz_segmap[a >> HZ_SEG_SHIFT] != HZ_MAP_SPANS)) {
+    free_rare(p, fn);
+    return;
+  }
+  hz_span_t *s = hz_span_of(p);
+  hz_block_t *b = p;
+  if (hz_unlikely(hz_span_misaligned(s, a) || b->tag == hz_free_tag(b))) {
+    hz_check_span_ptr(p, fn);
+    return;
+  }
+  hz_heap_t *h = hz_tls_heap;
+  if (hz_likely(s->heap == h)) {
+#if HZ_CHECKED
+    if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
+#endif
+    b->next = hz_next_encode(b, s->local_free);
+    b->tag = hz_free_tag(b);
+    s->local_free = b;
+    h->n.free[s->cls]++;
+    if (hz_unlikely(--s->used == 0 || s->unlisted)) hz_heap_free_slow(h, s);
+    return;
+  }
+  free_remote(h, s, b, fn);
+}
+
+/* Usable bytes of a block, after checking the pointer is a live block. */
+static size_t usable(const void *p, const char *fn) {
+  if (p == NULL) return 0;
+  uint8_t m = hz_segmap_get(p);
+  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) return hz_huge_usable(p, fn);
+  if (m == HZ_MAP_SPANS) {
+    hz_span_t *s = hz_span_of(p);
+    if (s->kind != HZ_SPAN_FREE && !hz_span_misaligned(s, (uintptr_t)p) &&
+        ((const hz_block_t *)p)->tag != hz_free_tag(p))
+      return s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : 0);
+  }
+  hz_check_span_ptr(p, fn); /* reports */
+  return 0;
+}
+
+/* ---- the hz_ API ---- */
+HZ_EXPORT void *hz_malloc(size_t n) { return alloc(n); }
+HZ_EXPORT void hz_free(void *p) { dealloc(p, "free"); }
+
+HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (n > HZ_SMALL_MAX - HZ_CANARY_SIZE) return alloc_big(n, 0, true);
+  void *p = alloc(n);
+  if (p != NULL) memset(p, 0, n);
+  return p;
+}
+
+HZ_EXPORT void *hz_realloc(void *p, size_t n) {
+  if (p == NULL) return alloc(n);
+  size_t old = usable(p, "realloc");
+  if (old == 0) { /* misuse reported and tolerated (HAKOZUNA_CHECK=0) */
+    errno = EINVAL;
+    return NULL;
+  }
+  if (n == 0) { /* glibc: frees and returns NULL */
+    dealloc(p, "realloc");
+    return NULL;
+  }
+  if (n <= old && n >= old / 2) return p;
+  void *q = alloc(n);
+  if (q == NULL) return NULL; /* the old block stays valid */
+  memcpy(q, p, n < old ? n : old);
+  dealloc(p, "realloc");
+  return q;
+}
+
+HZ_EXPORT void *hz_reallocarray(void *p, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hz_realloc(p, n);
+}
+
+HZ_EXPORT void hz_free_sized(void *p, size_t size) {
+  if (p != NULL && size > usable(p, "free_sized"))
+    hz_fatal("free_sized(): size %zu is larger than the block %p (%zu bytes)", size, p, usable(p, "free_sized"));
+  dealloc(p, "free_sized");
+}
+
+static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+HZ_EXPORT void *hz_aligned_alloc(size_t align, size_t n) {
+  if (!is_pow2(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_aligned(align, n);
+}
+
+HZ_EXPORT void *hz_memalign(size_t align, size_t n) { return hz_aligned_alloc(align, n); }
+
+HZ_EXPORT int hz_posix_memalign(void **out, size_t align, size_t n) {
+  if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;
+  int errno_saved = errno;
+  void *p = alloc_aligned(align, n);
+  errno = errno_saved;
+  if (p == NULL) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+HZ_EXPORT void *hz_valloc(size_t n) { return alloc_aligned(hz_os_page_size, n); }
+
+HZ_EXPORT void *hz_pvalloc(size_t n) {
+  size_t ps = hz_os_page_size;
+  if (n > HZ_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  n = n ? (n + ps - 1) & ~(ps - 1) : ps;
+  return alloc_aligned(ps, n);
+}
+
+HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable_size"); }
+
+HZ_EXPORT size_t hz_good_size(size_t n) {
+  if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
+  if (n <= HZ_LARGE_MAX) return (n + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1);
+  if (n > HZ_MAX_REQUEST) return n;
+  return ((n + 64 + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64;
+}
+
+HZ_EXPORT void hz_collect(int force) {
+  hz_heap_t *h = hz_tls_heap;
+  if (h != &hz_heap_empty && h->live) hz_heap_collect(h, force != 0);
+  hz_heaps_collect_abandoned();
+  hz_huge_purge(true);
+  hz_arena_purge(true);
+}
+
+/* ---- glibc extras that read our own counters ---- */
+static int hz_trim(size_t pad) {
+  (void)pad;
+  hz_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
+  hz_stats_get(&before);
+  hz_collect(1);
+  hz_stats_get(&after);
+  return after.bytes_returned > before.bytes_returned;
+}
+
+static struct mallinfo2 hz_mallinfo2(void) {
+  hz_stats_t st = {.size = sizeof st};
+  hz_stats_get(&st);
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = st.bytes_committed;
+  mi.hblks = st.huge_allocs - st.huge_frees;
+  mi.hblkhd = st.huge_live_bytes;
+  mi.uordblks = st.bytes_in_use;
+  mi.fordblks = st.bytes_committed > st.bytes_in_use ? st.bytes_committed - st.bytes_in_use : 0;
+  mi.usmblks = st.peak_rss;
+  return mi;
+}
+
+static struct mallinfo hz_mallinfo(void) {
+  struct mallinfo2 m2 = hz_mallinfo2();
+  struct mallinfo mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = (int)m2.arena;
+  mi.hblks = (int)m2.hblks;
+  mi.hblkhd = (int)m2.hblkhd;
+  mi.uordblks = (int)m2.uordblks;
+  mi.fordblks = (int)m2.fordblks;
+  mi.usmblks = (int)m2.usmblks;
+  return mi;
+}
+
+static void hz_malloc_stats(void) { hz_stats_print(stderr); }
+static int hz_mallopt(int param, int value) { (void)param; (void)value; return 1; }
+
+static int hz_malloc_info(int options, FILE *out) {
+  if (options != 0 || out == NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  hz_stats_t st = {.size = sizeof st};
+  hz_stats_get(&st);
+  fprintf(out, "<malloc version=\"hakozuna-%d.%d.%d\">\n", HZ_VERSION_MAJOR, HZ_VERSION_MINOR, HZ_VERSION_PATCH);
+  fprintf(out, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n",
+          (unsigned long long)st.bytes_committed, (unsigned long long)st.bytes_reserved);
+  fprintf(out, "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n", (unsigned long long)st.bytes_in_use);
+  return 0;
+}
+
+/* ---- overriding the C API ---- */
+#if !defined(HZ_NO_OVERRIDE) || !HZ_NO_OVERRIDE
+/* glibc's declarations of these carry fewer attributes than ours; harmless */
+#pragma GCC diagnostic ignored "-Wmissing-attributes"
+#define HZ_ALIAS(target) __attribute__((alias(#target), visibility("default")))
+void *malloc(size_t n) HZ_ALIAS(hz_malloc);
+void free(void *p) HZ_ALIAS(hz_free);
+void *calloc(size_t count, size_t size) HZ_ALIAS(hz_calloc);
+void *realloc(void *p, size_t n) HZ_ALIAS(hz_realloc);
+void *reallocarray(void *p, size_t count, size_t size) HZ_ALIAS(hz_reallocarray);
+void free_sized(void *p, size_t size) HZ_ALIAS(hz_free_sized);
+void *aligned_alloc(size_t align, size_t n) HZ_ALIAS(hz_aligned_alloc);
+void *memalign(size_t align, size_t n) HZ_ALIAS(hz_memalign);
+int posix_memalign(void **out, size_t align, size_t n) HZ_ALIAS(hz_posix_memalign);
+void *valloc(size_t n) HZ_ALIAS(hz_valloc);
+void *pvalloc(size_t n) HZ_ALIAS(hz_pvalloc);
+size_t malloc_usable_size(void *p) HZ_ALIAS(hz_usable_size);
+void *__libc_malloc(size_t n) HZ_ALIAS(hz_malloc);
+void __libc_free(void *p) HZ_ALIAS(hz_free);
+void *__libc_calloc(size_t count, size_t size) HZ_ALIAS(hz_calloc);
+void *__libc_realloc(void *p, size_t n) HZ_ALIAS(hz_realloc);
+void *__libc_memalign(size_t align, size_t n) HZ_ALIAS(hz_memalign);
+void *__libc_valloc(size_t n) HZ_ALIAS(hz_valloc);
+void *__libc_pvalloc(size_t n) HZ_ALIAS(hz_pvalloc);
+int __posix_memalign(void **out, size_t align, size_t n) HZ_ALIAS(hz_posix_memalign);
+int malloc_trim(size_t pad) HZ_ALIAS(hz_trim);
+struct mallinfo2 mallinfo2(void) HZ_ALIAS(hz_mallinfo2);
+struct mallinfo mallinfo(void) HZ_ALIAS(hz_mallinfo);
+struct mallinfo __libc_mallinfo(void) HZ_ALIAS(hz_mallinfo);
+void malloc_stats(void) HZ_ALIAS(hz_malloc_stats);
+int mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
+int __libc_mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
+int malloc_info(int options, FILE *out) HZ_ALIAS(hz_malloc_info);
+#endif

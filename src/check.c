@@ -1,0 +1,126 @@
+/* Misuse reports, and the checked build's extra checks.
+ *
+ * Every report is one line on stderr naming the call, the problem and the
+ * pointer, then abort() (HAKOZUNA_CHECK=0: the block is leaked and the
+ * program goes on). Messages are formatted on the stack and written with
+ * write(2): the heap may be the thing that is broken. */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void vreport(const char *prefix, const char *fmt, va_list ap) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "hakozuna: %s", prefix);
+  if (n < 0) n = 0;
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  if (m < 0) m = 0;
+  size_t len = (size_t)n + (size_t)m;
+  if (len > sizeof buf - 2) len = sizeof buf - 2;
+  buf[len++] = '\n';
+  hz_os_write(2, buf, len);
+}
+
+void hz_fatal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("", fmt, ap);
+  va_end(ap);
+  abort();
+}
+
+void hz_warning(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("warning: ", fmt, ap);
+  va_end(ap);
+}
+
+void hz_verbose(const char *fmt, ...) {
+  if (!hz_opt(HZ_OPTION_VERBOSE)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("", fmt, ap);
+  va_end(ap);
+}
+
+static void misuse(const char *fmt, ...) {
+  hz_init(); /* the check level is an option */
+  va_list ap;
+  va_start(ap, fmt);
+  vreport("", fmt, ap);
+  va_end(ap);
+  if (hz_opt(HZ_OPTION_CHECK) != 0) abort();
+}
+
+void hz_misuse_foreign(const void *p, const char *fn) {
+  misuse("%s(): invalid pointer %p (not allocated by hakozuna)", fn, p);
+}
+
+void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn) {
+  misuse("%s(): invalid pointer %p (inside a block of %zu bytes at %p)", fn, p, size, block);
+}
+
+void hz_misuse_double(const void *p, size_t size, const char *fn) {
+  misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
+}
+
+/* A pointer into span memory that the fast path refused: report what is
+ * wrong with it, or return its span if nothing is. */
+hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
+  uint8_t m = hz_segmap_get(p);
+  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) return NULL;
+  if (m != HZ_MAP_SPANS) {
+    hz_misuse_foreign(p, fn);
+    return NULL;
+  }
+  hz_span_t *s = hz_span_of(p);
+  uintptr_t a = (uintptr_t)p;
+  if (s->kind == HZ_SPAN_FREE) {
+    /* its span went back to the pool: the block was freed before */
+    if (s->block_size && a >= s->start && !hz_span_misaligned(s, a)) hz_misuse_double(p, s->block_size, fn);
+    else hz_misuse_foreign(p, fn);
+    return NULL;
+  }
+  if (a < s->start || hz_span_misaligned(s, a)) {
+    uintptr_t off = a >= s->start ? a - s->start : 0;
+    hz_misuse_interior(p, (void *)(s->start + off / s->block_size * s->block_size), s->block_size - HZ_CANARY_SIZE, fn);
+    return NULL;
+  }
+  if (((const hz_block_t *)p)->tag == hz_free_tag(p)) {
+    hz_misuse_double(p, s->block_size - HZ_CANARY_SIZE, fn);
+    return NULL;
+  }
+  return s;
+}
+
+#if HZ_CHECKED
+/* Checked build: free blocks are filled with a pattern that malloc verifies
+ * (a write after free shows), and each small block ends in a canary that
+ * free verifies (an overflow shows). */
+#define HZ_FREE_FILL 0xdf
+
+static uintptr_t canary_of(const hz_block_t *b) { return ~(hz_key ^ (uintptr_t)b) * 0x9e3779b97f4a7c15ull; }
+
+void hz_checked_on_alloc(hz_block_t *b, size_t bs, size_t request) {
+  const unsigned char *q = (const unsigned char *)b;
+  for (size_t i = sizeof(hz_block_t); i < bs; i++)
+    if (q[i] != HZ_FREE_FILL)
+      hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; byte %zu changed)", (void *)b,
+               bs - HZ_CANARY_SIZE, i);
+  (void)request;
+  uintptr_t c = canary_of(b);
+  memcpy((char *)b + bs - HZ_CANARY_SIZE, &c, sizeof c);
+}
+
+void hz_checked_on_free(hz_block_t *b, size_t bs) {
+  uintptr_t c;
+  memcpy(&c, (char *)b + bs - HZ_CANARY_SIZE, sizeof c);
+  if (c != canary_of(b))
+    hz_fatal("free(): buffer overflow detected: the canary after the block %p (%zu bytes) was overwritten",
+             (void *)b, bs - HZ_CANARY_SIZE);
+  memset((char *)b + sizeof(hz_block_t), HZ_FREE_FILL, bs - sizeof(hz_block_t));
+}
+#endif

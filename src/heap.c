@@ -1,0 +1,382 @@
+/* Per-thread heaps: the thread cache behind the fast paths.
+ *
+ * A heap owns spans. For each size class it has a current span (the fast
+ * path pops its free list) and a list of other spans with room. Frees by the
+ * owner go to the span's local_free list; frees by other threads reach the
+ * heap's inbox (remote.c). A new thread's heap pointer is the static empty
+ * heap, whose current spans are all empty, so its first malloc simply misses
+ * into this file, which sets the thread up. When a thread exits its heap is
+ * abandoned and the next new thread adopts it with all its spans. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+hz_span_t hz_span_empty;
+#define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
+hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
+static hz_heap_t hz_heap_dead = { .cur = HZ_EMPTY_CUR }; /* after thread exit */
+__thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
+
+uintptr_t hz_key;
+_Atomic int hz_initialized;
+static hz_lock_t hz_init_lock = HZ_LOCK_INIT;
+static hz_lock_t hz_heaps_lock = HZ_LOCK_INIT;
+static _Atomic(hz_heap_t *) hz_heaps_all;
+static hz_heap_t *hz_heaps_abandoned;
+static pthread_key_t hz_heap_key;
+static uint8_t hz_class_slices[HZ_NCLASS];
+static char *hz_meta_next, *hz_meta_end;
+
+/* Blocks of each class in spans in use, and the highest that reached. */
+_Atomic uint64_t hz_class_blocks[HZ_NCLASS], hz_class_blocks_peak[HZ_NCLASS];
+
+static void heap_key_destructor(void *arg);
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+void hz_init(void) {
+  if (atomic_load_explicit(&hz_initialized, memory_order_acquire)) return;
+  hz_lock(&hz_init_lock);
+  if (!atomic_load_explicit(&hz_initialized, memory_order_relaxed)) {
+    hz_os_init();
+    hz_key = (uintptr_t)hz_os_random();
+    for (uint32_t c = 0; c < HZ_NCLASS; c++) {
+      /* at least 8 blocks a span, so large classes don't waste a span each */
+      size_t n = (8 * hz_class_size(c) + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
+      hz_class_slices[c] = (uint8_t)(n ? n : 1);
+    }
+    hz_options_init();
+    hz_arena_init();
+    pthread_key_create(&hz_heap_key, heap_key_destructor);
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atomic_store_explicit(&hz_initialized, 1, memory_order_release);
+  }
+  hz_unlock(&hz_init_lock);
+}
+
+/* Heaps are never unmapped (they are recycled), so they come from a bump
+ * allocator over OS memory. Called with hz_heaps_lock held. */
+static void *meta_alloc(size_t size) {
+  size = (size + 63) & ~(size_t)63;
+  if ((size_t)(hz_meta_end - hz_meta_next) < size) {
+    size_t chunk = size > (1u << 20) ? size : (1u << 20);
+    char *p = hz_os_map(chunk, 0);
+    if (p == NULL) return NULL;
+    hz_meta_next = p;
+    hz_meta_end = p + chunk;
+  }
+  void *r = hz_meta_next;
+  hz_meta_next += size;
+  return r;
+}
+
+static hz_noinline hz_heap_t *heap_setup(void) {
+  hz_init();
+  hz_lock(&hz_heaps_lock);
+  hz_heap_t *h = hz_heaps_abandoned;
+  if (h != NULL) {
+    hz_heaps_abandoned = h->next_abandoned;
+  } else if ((h = meta_alloc(sizeof *h)) != NULL) {
+    for (uint32_t c = 0; c < HZ_NCLASS; c++) h->cur[c] = &hz_span_empty;
+    h->next_all = atomic_load_explicit(&hz_heaps_all, memory_order_relaxed);
+    atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
+  }
+  if (h) h->live = true;
+  hz_unlock(&hz_heaps_lock);
+  if (h == NULL) return NULL;
+  hz_tls_heap = h;
+  /* may allocate (keys beyond 32); the heap is already usable then */
+  pthread_setspecific(hz_heap_key, h);
+  return h;
+}
+
+hz_heap_t *hz_heap_get(void) {
+  hz_heap_t *h = hz_tls_heap;
+  if (hz_unlikely(h == &hz_heap_empty || h == &hz_heap_dead)) h = heap_setup();
+  return h;
+}
+
+hz_heap_t *hz_heaps_first(void) { return atomic_load_explicit(&hz_heaps_all, memory_order_acquire); }
+
+/* ---- class lists ---- */
+static void list_push(hz_heap_t *h, hz_span_t *s) {
+  hz_span_t **head = &h->lists[s->cls];
+  s->prev = NULL;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+  s->unlisted = 0;
+}
+
+static void list_remove(hz_heap_t *h, hz_span_t *s) {
+  if (s->prev) s->prev->next = s->next;
+  else h->lists[s->cls] = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+  s->unlisted = 1;
+}
+
+/* ---- spans ---- */
+static void class_blocks_add(uint32_t c, int64_t n) {
+  uint64_t now = atomic_fetch_add_explicit(&hz_class_blocks[c], (uint64_t)n, memory_order_relaxed) + (uint64_t)n;
+  if (n > 0 && now > atomic_load_explicit(&hz_class_blocks_peak[c], memory_order_relaxed))
+    atomic_store_explicit(&hz_class_blocks_peak[c], now, memory_order_relaxed);
+}
+
+static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
+  size_t bs = hz_class_size(c);
+  s->kind = HZ_SPAN_SMALL;
+  s->cls = (uint8_t)c;
+  s->heap = h;
+  s->block_size = (uint32_t)bs;
+  s->recip = (((uint64_t)1 << 46) + bs - 1) / bs;
+  s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
+  s->carved = 0;
+  s->used = 0;
+  s->free = s->local_free = NULL;
+  class_blocks_add(c, s->capacity);
+}
+
+/* Put the next few never-used blocks on the free list: touching a page at a
+ * time keeps a fresh span's footprint small. */
+static void span_carve(hz_span_t *s) {
+  size_t bs = s->block_size;
+  size_t n = s->capacity - s->carved, want = 4096 / bs;
+  if (want < 4) want = 4;
+  if (n > want) n = want;
+  uintptr_t first = s->start + s->carved * bs;
+  hz_block_t *next = s->free;
+  for (size_t i = n; i-- > 0;) {
+    hz_block_t *b = (hz_block_t *)(first + i * bs);
+    b->next = hz_next_encode(b, next);
+    b->tag = hz_free_tag(b);
+#if HZ_CHECKED
+    memset(b + 1, 0xdf, bs - sizeof *b);
+#endif
+    next = b;
+  }
+  s->free = next;
+  s->carved += (uint32_t)n;
+}
+
+static bool span_refill(hz_span_t *s) {
+  if (s->local_free) {
+    s->free = s->local_free;
+    s->local_free = NULL;
+    return true;
+  }
+  if (s->carved < s->capacity) {
+    span_carve(s);
+    return true;
+  }
+  return false;
+}
+
+hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
+  hz_span_t *s = h->cache[slices];
+  if (s != NULL && align == 1) {
+    h->cache[slices] = s->next;
+    h->cache_slices -= slices;
+    s->next = s->prev = NULL;
+    s->zeroed = 0;
+    return s;
+  }
+  s = hz_arena_alloc_span(slices, align);
+  if (s == NULL && h->cache_slices) {
+    hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
+    s = hz_arena_alloc_span(slices, align);
+  }
+  return s;
+}
+
+static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+  if (s->kind == HZ_SPAN_SMALL) class_blocks_add(s->cls, -(int64_t)s->capacity);
+  s->kind = HZ_SPAN_FREE;
+  s->heap = NULL;
+  s->free = s->local_free = NULL;
+  size_t n = s->slice_count;
+  size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
+  if (may_cache && n <= HZ_LARGE_MAX_SLICES && h->cache_slices + n <= limit) {
+    s->next = h->cache[n];
+    h->cache[n] = s;
+    h->cache_slices += n;
+    s->cached_at = hz_os_now_ms();
+    return;
+  }
+  hz_arena_free_span(s);
+}
+
+void hz_heap_release_span(hz_heap_t *h, hz_span_t *s) { heap_retire_span(h, s, true); }
+
+/* The current span carries one extra "use" so it never looks empty to the
+ * free fast path: a malloc/free ping-pong stays on the fast path. */
+static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
+  hz_span_t *old = h->cur[c];
+  h->cur[c] = s;
+  if (s != &hz_span_empty) s->used++;
+  if (old != &hz_span_empty) {
+    old->used--;
+    if (old->used == 0 && !old->unlisted) {
+      list_remove(h, old);
+      heap_retire_span(h, old, h->live);
+    }
+  }
+}
+
+/* ---- malloc slow path ---- */
+static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
+  hz_block_t *b = s->free;
+  s->free = hz_next_decode(b, b->next);
+  s->used++;
+  b->tag = 0;
+  h->n.malloc[c]++;
+  return b;
+}
+
+void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
+  if (h == &hz_heap_empty || h == &hz_heap_dead) {
+    if ((h = heap_setup()) == NULL) goto oom;
+  }
+  h->n.refill[c]++;
+  if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
+  hz_remote_flush(h);
+  for (;;) {
+    hz_span_t *s = h->cur[c];
+    if (s != &hz_span_empty) {
+      if (s->free || span_refill(s)) return span_pop(h, s, c);
+      list_remove(h, s); /* full until a block comes back */
+      heap_set_cur(h, c, &hz_span_empty);
+    }
+    if ((s = h->lists[c]) != NULL) { heap_set_cur(h, c, s); continue; }
+    s = hz_heap_take_span(h, hz_class_slices[c], 1);
+    if (s == NULL) goto oom;
+    span_init_small(h, s, c);
+    list_push(h, s);
+    heap_set_cur(h, c, s);
+  }
+oom:
+  errno = ENOMEM;
+  return NULL;
+}
+
+/* ---- free slow path: a span became empty, or was full ---- */
+static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+  if (s->kind == HZ_SPAN_LARGE) {
+    atomic_fetch_sub_explicit(&hz_large_live_bytes, s->block_size, memory_order_relaxed);
+    heap_retire_span(h, s, may_cache);
+    return;
+  }
+  if (s->unlisted) list_push(h, s);
+  if (s->used == 0) { /* never the current span: that one is pinned */
+    list_remove(h, s);
+    heap_retire_span(h, s, may_cache);
+  }
+}
+
+void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) { span_after_free(h, s, true); }
+
+/* A block freed by another thread reaches its owner (remote.c). */
+void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
+  hz_heap_t *h = s->heap;
+  b->next = hz_next_encode(b, s->local_free);
+  s->local_free = b;
+  s->used--;
+  if (s->used == 0 || s->unlisted) span_after_free(h, s, h->live);
+}
+
+/* ---- collection, thread exit, adoption ---- */
+static void heap_flush_cache(hz_heap_t *h, bool all) {
+  uint64_t now = hz_os_now_ms();
+  long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
+  for (size_t n = 1; n <= HZ_LARGE_MAX_SLICES; n++) {
+    hz_span_t **link = &h->cache[n];
+    while (*link) {
+      hz_span_t *s = *link;
+      if (all || (delay >= 0 && now - s->cached_at >= (uint64_t)delay)) {
+        *link = s->next;
+        h->cache_slices -= n;
+        hz_arena_free_span(s);
+      } else {
+        link = &s->next;
+      }
+    }
+  }
+}
+
+/* Give back what a heap holds but does not use: empty spans (all, or those
+ * kept longer than the purge delay) and remote frees waiting in its inbox. */
+static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
+  hz_remote_flush(h);
+  hz_remote_drain(h);
+  for (uint32_t c = 0; c < HZ_NCLASS; c++) {
+    if (force) heap_set_cur(h, c, &hz_span_empty);
+    for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
+      next = s->next;
+      if (s->used == 0) {
+        list_remove(h, s);
+        heap_retire_span(h, s, may_cache && !force);
+      }
+    }
+  }
+  heap_flush_cache(h, force || !may_cache);
+}
+
+void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true); }
+
+void hz_heap_abandon(hz_heap_t *h) {
+  heap_collect(h, true, false);
+  hz_lock(&hz_heaps_lock);
+  h->live = false;
+  h->next_abandoned = hz_heaps_abandoned;
+  hz_heaps_abandoned = h;
+  hz_unlock(&hz_heaps_lock);
+}
+
+static void heap_key_destructor(void *arg) {
+  hz_heap_t *h = arg;
+  if (h == NULL || h != hz_tls_heap) return;
+  hz_tls_heap = &hz_heap_dead;
+  hz_heap_abandon(h);
+}
+
+/* Remote frees keep arriving at the heaps of exited threads; return what
+ * they free (called by the purge thread and hz_collect). */
+void hz_heaps_collect_abandoned(void) {
+  hz_lock(&hz_heaps_lock);
+  for (hz_heap_t *h = hz_heaps_abandoned; h != NULL; h = h->next_abandoned)
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) heap_collect(h, true, false);
+  hz_unlock(&hz_heaps_lock);
+}
+
+HZ_EXPORT void hz_thread_done(void) {
+  hz_heap_t *h = hz_tls_heap;
+  if (h == &hz_heap_empty || h == &hz_heap_dead) return;
+  hz_tls_heap = &hz_heap_empty;
+  pthread_setspecific(hz_heap_key, NULL);
+  hz_heap_abandon(h);
+}
+
+/* ---- fork: no allocator lock may be held by a thread that won't exist in
+ * the child, so the forking thread takes them all first ---- */
+static void fork_prepare(void) {
+  hz_lock(&hz_init_lock);
+  hz_lock(&hz_heaps_lock);
+  hz_huge_fork_prepare();
+  hz_arena_fork_prepare();
+}
+static void fork_parent(void) {
+  hz_arena_fork_parent();
+  hz_huge_fork_parent();
+  hz_unlock(&hz_heaps_lock);
+  hz_unlock(&hz_init_lock);
+}
+static void fork_child(void) {
+  hz_arena_fork_child();
+  hz_huge_fork_child();
+  hz_lock_reinit(&hz_heaps_lock);
+  hz_lock_reinit(&hz_init_lock);
+}

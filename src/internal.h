@@ -1,0 +1,282 @@
+/* Internal types and constants shared by the layers of hakozuna.
+ *
+ * Layers, bottom to top (each one file; see ARCHITECTURE.md):
+ *   os.c       the only file that talks to the kernel
+ *   options.c  the option table
+ *   arena.c    segments, the segment map, the global span pool, purging
+ *   heap.c     per-thread heaps: spans per size class, slow paths, thread life
+ *   remote.c   cross-thread frees, batched per owner heap
+ *   large.c    large spans and huge (direct-mapped) blocks with a reuse cache
+ *   stats.c    counters, report, JSON
+ *   check.c    misuse reports and the checked build's extra checks
+ *   alloc.c    the fast paths and the public/overriding API
+ *   override_cxx.c  C++ operator new/delete
+ */
+#ifndef HZ_INTERNAL_H
+#define HZ_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include "hakozuna.h"
+
+#define HZ_EXPORT __attribute__((visibility("default")))
+#define hz_likely(x) __builtin_expect(!!(x), 1)
+#define hz_unlikely(x) __builtin_expect(!!(x), 0)
+#define hz_noinline __attribute__((noinline))
+#define hz_cold __attribute__((cold, noinline))
+
+#ifndef HZ_CHECKED
+#define HZ_CHECKED 0
+#endif
+
+/* ---- Geometry ----
+ * Segments are 4 MiB, aligned to 4 MiB, cut into 128 slices of 32 KiB.
+ * Slice 0 holds the segment header; a span is a run of slices. */
+#define HZ_SEG_SHIFT 22
+#define HZ_SEG_SIZE ((size_t)1 << HZ_SEG_SHIFT)
+#define HZ_SEG_MASK (HZ_SEG_SIZE - 1)
+#define HZ_SLICE_SHIFT 15
+#define HZ_SLICE_SIZE ((size_t)1 << HZ_SLICE_SHIFT)
+#define HZ_SLICES (HZ_SEG_SIZE / HZ_SLICE_SIZE)
+/* The segment map covers the 47-bit user address space, one byte a segment. */
+#define HZ_SEGMAP_LEN ((size_t)1 << (47 - HZ_SEG_SHIFT))
+
+/* ---- Size classes ----
+ * 16..128 in steps of 16, then 8 classes per doubling up to 32 KiB:
+ * internal waste is at most 12.5% of the request. */
+#define HZ_SMALL_MAX 32768
+#define HZ_NCLASS 72
+#define HZ_CLASS_LARGE HZ_NCLASS /* counters row for large spans */
+/* Large blocks are whole spans up to this size; above it they are huge. */
+#define HZ_LARGE_MAX_SLICES 64
+#define HZ_LARGE_MAX (HZ_LARGE_MAX_SLICES * HZ_SLICE_SIZE)
+/* Sizes beyond this can never be satisfied (and catch negative ints). */
+#define HZ_MAX_REQUEST (((size_t)1 << 62))
+
+static inline uint32_t hz_class_of(size_t n) {
+  if (n <= 128) return n ? (uint32_t)((n - 1) >> 4) : 0;
+  size_t m = n - 1;
+  uint32_t k = 63 - (uint32_t)__builtin_clzll(m);
+  return 8 + (k - 7) * 8 + (uint32_t)((m >> (k - 3)) & 7);
+}
+
+static inline size_t hz_class_size(uint32_t c) {
+  if (c < 8) return (size_t)(c + 1) << 4;
+  uint32_t k = 7 + (c - 8) / 8, sub = (c - 8) % 8;
+  return ((size_t)1 << k) + ((size_t)(sub + 1) << (k - 3));
+}
+
+/* ---- Blocks ----
+ * A free block holds the next pointer and a tag (key ^ address) that marks it
+ * free: a second free finds the tag and reports a double free. */
+typedef struct hz_block_s {
+  struct hz_block_s *next;
+  uintptr_t tag;
+} hz_block_t;
+
+extern uintptr_t hz_key; /* random per process, never 0 */
+
+static inline uintptr_t hz_free_tag(const void *b) { return hz_key ^ (uintptr_t)b; }
+
+#if HZ_CHECKED
+/* The checked build hides free-list pointers from heap overflows. */
+static inline hz_block_t *hz_next_encode(const hz_block_t *b, hz_block_t *next) {
+  return (hz_block_t *)((uintptr_t)next ^ (hz_key * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)b);
+}
+#define hz_next_decode hz_next_encode
+#else
+#define hz_next_encode(b, n) (n)
+#define hz_next_decode(b, n) (n)
+#endif
+
+/* ---- Spans ---- */
+typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
+
+struct hz_heap_s;
+
+typedef struct hz_span_s {
+  /* Fast-path fields first: one cache line covers malloc and free. */
+  hz_block_t *free;             /* ready to hand out (owner only) */
+  hz_block_t *local_free;       /* freed by the owner (owner only) */
+  struct hz_heap_s *heap;       /* owner; NULL while the span is free */
+  uintptr_t start;              /* address of the first block */
+  uint64_t recip;               /* ceil(2^46 / block_size): exact offset / size here */
+  uint32_t block_size;
+  uint32_t used;                /* blocks handed out and not yet back */
+  uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
+  uint8_t kind;                 /* hz_span_kind_t */
+  uint8_t unlisted;             /* full: not in its heap's class list */
+  uint8_t zeroed;               /* never-handed-out memory is known zero */
+  uint16_t slice_count;
+  uint16_t slice_index;
+  uint32_t capacity;            /* blocks that fit */
+  uint32_t carved;              /* blocks put on free lists so far */
+  struct hz_span_s *next, *prev; /* class list or cache list */
+  uint64_t cached_at;           /* ms, while in a heap's span cache */
+} hz_span_t;
+
+typedef struct hz_segment_s {
+  uint64_t free_mask[HZ_SLICES / 64];  /* slices in the global pool */
+  uint64_t dirty_mask[HZ_SLICES / 64]; /* pool slices that may hold pages */
+  uint64_t freed_at;                   /* ms: last time slices came back */
+  struct hz_segment_s *next;           /* all segments */
+  uint32_t free_slices;
+  uint8_t slice_head[HZ_SLICES];       /* slice -> index of its span's head */
+  hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
+} hz_segment_t;
+
+_Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice 0");
+
+/* Segment map values. */
+enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
+extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
+
+static inline hz_segment_t *hz_segment_of(const void *p) {
+  return (hz_segment_t *)((uintptr_t)p & ~HZ_SEG_MASK);
+}
+static inline hz_span_t *hz_span_of(const void *p) {
+  hz_segment_t *seg = hz_segment_of(p);
+  return &seg->spans[seg->slice_head[((uintptr_t)p >> HZ_SLICE_SHIFT) & (HZ_SLICES - 1)]];
+}
+static inline uint8_t hz_segmap_get(const void *p) {
+  uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
+  return i < HZ_SEGMAP_LEN ? hz_segmap[i] : HZ_MAP_NONE;
+}
+/* True when p is not the start of a block of span s. */
+static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
+  uintptr_t off = p - s->start;
+  return ((off * s->recip) >> 46) * s->block_size != off;
+}
+
+/* ---- Heaps (per-thread caches) ---- */
+#define HZ_OUTBOX 8
+typedef struct hz_outbox_s {
+  struct hz_heap_s *owner;
+  hz_block_t *head, *tail;
+  uint32_t count;
+} hz_outbox_t;
+
+typedef struct hz_heap_counters_s {
+  uint64_t malloc[HZ_NCLASS + 1];
+  uint64_t free[HZ_NCLASS + 1];
+  uint64_t remote_free[HZ_NCLASS + 1];
+  uint64_t refill[HZ_NCLASS + 1];
+} hz_heap_counters_t;
+
+typedef struct hz_heap_s {
+  hz_span_t *cur[HZ_NCLASS];            /* current span per class */
+  hz_heap_counters_t n;                 /* plain counters, merged on demand */
+  hz_span_t *lists[HZ_NCLASS];          /* spans with room, per class */
+  _Atomic(hz_block_t *) inbox;          /* remote frees from other threads */
+  hz_outbox_t outbox[HZ_OUTBOX];        /* our remote frees not yet sent */
+  hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
+  size_t cache_slices;
+  struct hz_heap_s *next_all;           /* every heap ever made */
+  struct hz_heap_s *next_abandoned;
+  bool live;                            /* owned by a running thread */
+} hz_heap_t;
+
+extern __thread hz_heap_t *hz_tls_heap;
+extern hz_heap_t hz_heap_empty;  /* what a new thread starts with */
+extern hz_span_t hz_span_empty;
+
+/* ---- os.c ---- */
+typedef struct hz_os_counters_s {
+  _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls;
+  _Atomic uint64_t bytes_mapped, bytes_returned;
+} hz_os_counters_t;
+extern hz_os_counters_t hz_os_stats;
+extern size_t hz_os_page_size;
+void hz_os_init(void);
+void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
+void hz_os_unmap(void *p, size_t size);
+void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
+void hz_os_advise_huge(void *p, size_t size, bool enable);
+int hz_os_protect(void *p, size_t size, bool accessible);
+uint64_t hz_os_random(void);
+uint64_t hz_os_now_ms(void);
+void hz_os_write(int fd, const char *s, size_t n);
+size_t hz_os_rss(void);
+
+/* ---- options.c ---- */
+extern long hz_options[HZ_OPTION_COUNT];
+void hz_options_init(void);
+static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
+
+/* ---- arena.c ---- */
+void hz_arena_init(void);
+hz_span_t *hz_arena_alloc_span(size_t slices, size_t align_slices);
+void hz_arena_free_span(hz_span_t *s);
+void hz_arena_purge(bool force);
+void hz_arena_fork_prepare(void);
+void hz_arena_fork_parent(void);
+void hz_arena_fork_child(void);
+void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
+
+/* ---- heap.c ---- */
+void hz_init(void);
+extern _Atomic int hz_initialized;
+void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls);
+hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if needed */
+void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
+void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
+hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
+void hz_heap_release_span(hz_heap_t *h, hz_span_t *s);
+void hz_heap_collect(hz_heap_t *h, bool force);
+void hz_heap_abandon(hz_heap_t *h);
+void hz_heaps_collect_abandoned(void);
+hz_heap_t *hz_heaps_first(void);
+void hz_heaps_fork_prepare(void);
+void hz_heaps_fork_parent(void);
+void hz_heaps_fork_child(void);
+
+/* ---- remote.c ---- */
+void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
+void hz_remote_flush(hz_heap_t *h);
+bool hz_remote_drain(hz_heap_t *h);
+
+/* ---- large.c ---- */
+void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed);
+void *hz_huge_alloc(size_t size, size_t align, bool *zeroed);
+void hz_huge_free(void *p, const char *fn);
+size_t hz_huge_usable(const void *p, const char *fn);
+void hz_huge_purge(bool force);
+void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes);
+void hz_huge_fork_prepare(void);
+void hz_huge_fork_parent(void);
+void hz_huge_fork_child(void);
+extern _Atomic uint64_t hz_large_live_bytes;
+extern _Atomic uint64_t hz_class_blocks[HZ_NCLASS], hz_class_blocks_peak[HZ_NCLASS];
+
+/* ---- check.c ---- */
+__attribute__((noreturn, cold)) void hz_fatal(const char *fmt, ...);
+void hz_warning(const char *fmt, ...);
+void hz_verbose(const char *fmt, ...);
+hz_cold void hz_misuse_foreign(const void *p, const char *fn);
+hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn);
+hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
+/* Classify a pointer the fast path refused; returns its span or NULL
+ * (huge or NULL pointer) after reporting misuse. */
+hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
+#if HZ_CHECKED
+#define HZ_CANARY_SIZE 8
+void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
+void hz_checked_on_free(hz_block_t *b, size_t block_size);
+#else
+#define HZ_CANARY_SIZE 0
+#endif
+
+/* ---- stats.c ---- */
+void hz_stats_at_exit(void);
+
+/* ---- locks ---- */
+typedef struct { pthread_mutex_t m; } hz_lock_t;
+#define HZ_LOCK_INIT { PTHREAD_MUTEX_INITIALIZER }
+static inline void hz_lock(hz_lock_t *l) { pthread_mutex_lock(&l->m); }
+static inline void hz_unlock(hz_lock_t *l) { pthread_mutex_unlock(&l->m); }
+static inline void hz_lock_reinit(hz_lock_t *l) { pthread_mutex_init(&l->m, NULL); }
+
+#endif /* HZ_INTERNAL_H */

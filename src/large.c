@@ -1,0 +1,210 @@
+/* Large and huge blocks.
+ *
+ * Large blocks (32 KiB < size <= 2 MiB) are whole spans of 32 KiB slices,
+ * owned by the allocating thread's heap like small spans; freed ones wait in
+ * the heap's span cache, so repeated large malloc/free never reaches the OS.
+ * Huge blocks (> 2 MiB, or alignments a segment can't give) are mapped
+ * directly, 4 MiB-aligned so the segment map knows them, and freed ones are
+ * kept in a size-keyed reuse cache for HAKOZUNA_PURGE_DELAY ms, so a program
+ * cycling through big buffers does not mmap/munmap each time. */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+_Atomic uint64_t hz_large_live_bytes;
+
+void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
+  if (h == &hz_heap_empty || !h->live) h = hz_heap_get();
+  size_t slices = (size + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
+  size_t align_slices = align > HZ_SLICE_SIZE ? align / HZ_SLICE_SIZE : 1;
+  hz_span_t *s = h ? hz_heap_take_span(h, slices, align_slices) : NULL;
+  if (s == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t bs = slices * HZ_SLICE_SIZE;
+  s->kind = HZ_SPAN_LARGE;
+  s->cls = HZ_CLASS_LARGE;
+  s->heap = h;
+  s->block_size = (uint32_t)bs;
+  s->recip = (((uint64_t)1 << 46) + bs - 1) / bs;
+  s->capacity = s->carved = s->used = 1;
+  s->unlisted = 1;
+  s->free = s->local_free = NULL;
+  *zeroed = s->zeroed;
+  h->n.malloc[HZ_CLASS_LARGE]++;
+  atomic_fetch_add_explicit(&hz_large_live_bytes, bs, memory_order_relaxed);
+  hz_block_t *b = (hz_block_t *)s->start;
+  b->tag = 0;
+  return b;
+}
+
+/* ---- huge blocks ---- */
+typedef struct hz_huge_s {
+  uintptr_t magic;   /* hz_key ^ address: this really is a huge header */
+  size_t map_size;   /* multiple of the segment size */
+  size_t offset;     /* block = base + offset */
+  size_t base_align;
+  bool cached;
+  uint64_t cached_at;
+  struct hz_huge_s *next;
+} hz_huge_t;
+
+#define HZ_HUGE_HEADER 64
+static hz_lock_t hz_huge_lock = HZ_LOCK_INIT;
+static hz_huge_t *hz_huge_cache;
+static size_t hz_huge_cached_bytes;
+static uint64_t hz_huge_allocs, hz_huge_frees, hz_huge_live;
+
+static void segmap_mark(hz_huge_t *hh, uint8_t v) {
+  uintptr_t i = (uintptr_t)hh >> HZ_SEG_SHIFT, n = hh->map_size >> HZ_SEG_SHIFT;
+  hz_segmap[i] = v;
+  for (uintptr_t j = 1; j < n; j++) hz_segmap[i + j] = v ? HZ_MAP_HUGE_TAIL : HZ_MAP_NONE;
+}
+
+static void huge_unmap(hz_huge_t *hh) {
+  segmap_mark(hh, HZ_MAP_NONE);
+  hz_os_unmap(hh, hh->map_size);
+}
+
+/* Smallest cached mapping that fits without wasting more than a quarter. */
+static hz_huge_t *cache_take(size_t need, size_t base_align) {
+  hz_huge_t **best = NULL;
+  for (hz_huge_t **link = &hz_huge_cache; *link; link = &(*link)->next) {
+    hz_huge_t *c = *link;
+    if (c->map_size < need || c->map_size - need > need / 4 + HZ_SEG_SIZE) continue;
+    if (((uintptr_t)c & (base_align - 1)) != 0) continue;
+    if (best == NULL || c->map_size < (*best)->map_size) best = link;
+  }
+  if (best == NULL) return NULL;
+  hz_huge_t *c = *best;
+  *best = c->next;
+  hz_huge_cached_bytes -= c->map_size;
+  return c;
+}
+
+static void cache_drop_all(void) {
+  while (hz_huge_cache) {
+    hz_huge_t *c = hz_huge_cache;
+    hz_huge_cache = c->next;
+    hz_huge_cached_bytes -= c->map_size;
+    huge_unmap(c);
+  }
+}
+
+void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
+  size_t offset = align > HZ_HUGE_HEADER ? align : HZ_HUGE_HEADER;
+  size_t base_align = align > HZ_SEG_SIZE ? align : HZ_SEG_SIZE;
+  if (size > HZ_MAX_REQUEST || offset > HZ_MAX_REQUEST) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t need = (offset + size + HZ_SEG_MASK) & ~HZ_SEG_MASK;
+  hz_lock(&hz_huge_lock);
+  hz_huge_t *hh = cache_take(need, base_align);
+  hz_unlock(&hz_huge_lock);
+  *zeroed = hh == NULL;
+  if (hh == NULL) {
+    hh = hz_os_map(need, base_align);
+    if (hh == NULL) { /* cached mappings hold address space: let them go */
+      hz_lock(&hz_huge_lock);
+      cache_drop_all();
+      hz_unlock(&hz_huge_lock);
+      hh = hz_os_map(need, base_align);
+    }
+    if (hh == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    hh->map_size = need;
+    hh->base_align = base_align;
+    hh->magic = hz_key ^ (uintptr_t)hh;
+    segmap_mark(hh, HZ_MAP_HUGE);
+  }
+  hh->offset = offset;
+  hh->cached = false;
+  hz_lock(&hz_huge_lock);
+  hz_huge_allocs++;
+  hz_huge_live += hh->map_size;
+  hz_unlock(&hz_huge_lock);
+  return (char *)hh + offset;
+}
+
+/* The header of the huge block p belongs to, after checking p is its start. */
+static hz_huge_t *huge_lookup(const void *p, const char *fn) {
+  uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
+  while (i > 0 && hz_segmap[i] == HZ_MAP_HUGE_TAIL) i--;
+  hz_huge_t *hh = (hz_huge_t *)(i << HZ_SEG_SHIFT);
+  if (hz_segmap[i] != HZ_MAP_HUGE || hh->magic != (hz_key ^ (uintptr_t)hh)) {
+    hz_misuse_foreign(p, fn);
+    return NULL;
+  }
+  char *block = (char *)hh + hh->offset;
+  if (hh->cached) {
+    hz_misuse_double(p, hh->map_size - hh->offset, fn);
+    return NULL;
+  }
+  if ((const char *)p != block) {
+    hz_misuse_interior(p, block, hh->map_size - hh->offset, fn);
+    return NULL;
+  }
+  return hh;
+}
+
+size_t hz_huge_usable(const void *p, const char *fn) {
+  hz_huge_t *hh = huge_lookup(p, fn);
+  return hh ? hh->map_size - hh->offset : 0;
+}
+
+void hz_huge_free(void *p, const char *fn) {
+  hz_lock(&hz_huge_lock); /* held so two racing frees can't both pass the check */
+  hz_huge_t *hh = huge_lookup(p, fn);
+  if (hh == NULL) {
+    hz_unlock(&hz_huge_lock);
+    return;
+  }
+  hz_huge_frees++;
+  hz_huge_live -= hh->map_size;
+  hh->cached = true;
+  size_t budget = (size_t)hz_opt(HZ_OPTION_HUGE_CACHE) << 20;
+  bool keep = hz_opt(HZ_OPTION_PURGE_DELAY) != 0 && hz_huge_cached_bytes + hh->map_size <= budget;
+  if (keep) {
+    hh->cached_at = hz_os_now_ms();
+    hh->next = hz_huge_cache;
+    hz_huge_cache = hh;
+    hz_huge_cached_bytes += hh->map_size;
+  }
+  hz_unlock(&hz_huge_lock);
+  if (!keep) huge_unmap(hh);
+}
+
+void hz_huge_purge(bool force) {
+  uint64_t now = hz_os_now_ms();
+  long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
+  hz_lock(&hz_huge_lock);
+  for (hz_huge_t **link = &hz_huge_cache; *link;) {
+    hz_huge_t *c = *link;
+    if (force || (delay >= 0 && now - c->cached_at >= (uint64_t)delay)) {
+      *link = c->next;
+      hz_huge_cached_bytes -= c->map_size;
+      huge_unmap(c);
+    } else {
+      link = &c->next;
+    }
+  }
+  hz_unlock(&hz_huge_lock);
+}
+
+void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes) {
+  hz_lock(&hz_huge_lock);
+  *allocs = hz_huge_allocs;
+  *frees = hz_huge_frees;
+  *live_bytes = hz_huge_live;
+  *cached_bytes = hz_huge_cached_bytes;
+  hz_unlock(&hz_huge_lock);
+}
+
+void hz_huge_fork_prepare(void) { hz_lock(&hz_huge_lock); }
+void hz_huge_fork_parent(void) { hz_unlock(&hz_huge_lock); }
+void hz_huge_fork_child(void) { hz_lock_reinit(&hz_huge_lock); }

@@ -1,0 +1,105 @@
+/* The option table: one row per option. Environment variables
+ * (HAKOZUNA_<NAME>), hz_option_* and the README's option list all come from
+ * these rows (`make options-doc` prints the list). */
+#include "internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct hz_option_desc_s {
+  const char *name;
+  long def, min, max;
+  const char *unit;
+  const char *description;
+} hz_option_desc_t;
+
+/* The order must follow hz_option_t in hakozuna.h. */
+static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
+  [HZ_OPTION_VERBOSE] = {"verbose", 0, 0, 1, "bool", "print diagnostics (option warnings, OS failures) to stderr"},
+  [HZ_OPTION_STATS] = {"stats", 0, 0, 1, "bool", "print the statistics report to stderr at exit"},
+  [HZ_OPTION_PURGE_DELAY] = {"purge_delay", 100, -1, 3600000, "ms",
+                             "free memory goes back to the OS this long after it was freed (0 at once, -1 never)"},
+  [HZ_OPTION_PURGE_THREAD] = {"purge_thread", 1, 0, 1, "bool",
+                              "purge from a background thread, so idle programs return memory too"},
+  [HZ_OPTION_THP] = {"thp", 0, 0, 1, "bool", "let the kernel back segments with transparent huge pages"},
+  [HZ_OPTION_ARENA_RESERVE] = {"arena_reserve", 64, 4, 1048576, "MiB",
+                               "address space reserved per OS request for segments"},
+  [HZ_OPTION_THREAD_CACHE] = {"thread_cache", 4096, 0, 1048576, "KiB", "empty spans each thread keeps for reuse"},
+  [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (> 2 MiB) kept mapped for reuse"},
+  [HZ_OPTION_CHECK] = {"check", 1 + HZ_CHECKED, 0, 2, "level",
+                       "on misuse: 0 report and continue, 1 report and abort, 2 also verify heap lists"},
+};
+
+long hz_options[HZ_OPTION_COUNT];
+
+static bool hz_option_parse(const hz_option_desc_t *d, const char *v, long *out) {
+  static const struct { const char *word; long value; } words[] = {
+    {"1", 1}, {"yes", 1}, {"on", 1}, {"true", 1}, {"0", 0}, {"no", 0}, {"off", 0}, {"false", 0}};
+  for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (strcasecmp(v, words[i].word) == 0) { *out = words[i].value; return true; }
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno != 0 || end == v) return false;
+  while (isspace((unsigned char)*end)) end++;
+  if (*end != 0 || x < d->min || x > d->max) return false;
+  *out = x;
+  return true;
+}
+
+void hz_options_init(void) {
+  int errno_saved = errno;
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) hz_options[i] = hz_option_table[i].def;
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    const hz_option_desc_t *d = &hz_option_table[i];
+    char env[64] = "HAKOZUNA_";
+    size_t n = strlen(env);
+    for (const char *c = d->name; *c && n < sizeof env - 1; c++) env[n++] = (char)toupper((unsigned char)*c);
+    env[n] = 0;
+    const char *v = getenv(env);
+    if (v == NULL) continue;
+    long x;
+    if (hz_option_parse(d, v, &x)) hz_options[i] = x;
+    else
+      hz_warning("%s=\"%s\" is not valid (expected %ld..%ld %s); keeping the default %ld", env, v, d->min, d->max,
+                 d->unit, d->def);
+  }
+  errno = errno_saved;
+}
+
+HZ_EXPORT long hz_option_get(hz_option_t o) {
+  if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
+  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  return hz_options[o];
+}
+
+HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
+  if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
+  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  const hz_option_desc_t *d = &hz_option_table[o];
+  if (value < d->min || value > d->max) { errno = EINVAL; return -1; }
+  hz_options[o] = value;
+  return 0;
+}
+
+HZ_EXPORT const char *hz_option_name(hz_option_t o) {
+  return (unsigned)o < HZ_OPTION_COUNT ? hz_option_table[o].name : NULL;
+}
+
+HZ_EXPORT const char *hz_option_description(hz_option_t o) {
+  return (unsigned)o < HZ_OPTION_COUNT ? hz_option_table[o].description : NULL;
+}
+
+/* Markdown table of the options for the README (hz_options_markdown is
+ * reached through `make options-doc`). */
+HZ_EXPORT void hz_options_markdown(FILE *out) {
+  fprintf(out, "| variable | default | range | description |\n|---|---|---|---|\n");
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    const hz_option_desc_t *d = &hz_option_table[i];
+    fprintf(out, "| `HAKOZUNA_");
+    for (const char *c = d->name; *c; c++) fputc(toupper((unsigned char)*c), out);
+    fprintf(out, "` | %ld | %ld..%ld %s | %s |\n", d->def, d->min, d->max, d->unit, d->description);
+  }
+}

@@ -1,0 +1,137 @@
+/* The platform layer: every call into the kernel goes through here, so the
+ * rest of the allocator is portable and the calls are counted for stats. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#define MADV_NOHUGEPAGE 15
+#endif
+
+hz_os_counters_t hz_os_stats;
+size_t hz_os_page_size = 4096;
+
+void hz_os_init(void) {
+  long ps = sysconf(_SC_PAGESIZE);
+  if (ps > 0) hz_os_page_size = (size_t)ps;
+}
+
+/* Map size bytes aligned to align (a power of two >= page size). Over-map and
+ * trim, because mmap only promises page alignment. NORESERVE: pages cost
+ * nothing until touched, so reserving address space ahead is free. */
+void *hz_os_map(size_t size, size_t align) {
+  int errno_saved = errno;
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  size_t extra = align > hz_os_page_size ? align : 0;
+  if (size + extra < size) return NULL;
+  void *p = mmap(NULL, size + extra, PROT_READ | PROT_WRITE, flags, -1, 0);
+  atomic_fetch_add_explicit(&hz_os_stats.mmap_calls, 1, memory_order_relaxed);
+  errno = errno_saved; /* callers report ENOMEM themselves */
+  if (p == MAP_FAILED) return NULL;
+  if (extra) {
+    uintptr_t a = (uintptr_t)p, aligned = (a + align - 1) & ~(uintptr_t)(align - 1);
+    if (aligned > a) hz_os_unmap(p, aligned - a);
+    size_t tail = (a + size + extra) - (aligned + size);
+    if (tail) hz_os_unmap((void *)(aligned + size), tail);
+    p = (void *)aligned;
+  }
+  atomic_fetch_add_explicit(&hz_os_stats.bytes_mapped, size, memory_order_relaxed);
+  return p;
+}
+
+void hz_os_unmap(void *p, size_t size) {
+  int errno_saved = errno;
+  if (munmap(p, size) != 0) hz_warning("munmap(%p, %zu) failed (errno %d)", p, size, errno);
+  errno = errno_saved;
+  atomic_fetch_add_explicit(&hz_os_stats.munmap_calls, 1, memory_order_relaxed);
+}
+
+/* MADV_DONTNEED, not MADV_FREE: RSS drops at once (what users watch), and the
+ * pages read back as zero, which lets calloc skip clearing them. */
+void hz_os_purge(void *p, size_t size) {
+  uintptr_t lo = ((uintptr_t)p + hz_os_page_size - 1) & ~(uintptr_t)(hz_os_page_size - 1);
+  uintptr_t hi = ((uintptr_t)p + size) & ~(uintptr_t)(hz_os_page_size - 1);
+  if (hi <= lo) return;
+  int errno_saved = errno;
+  if (madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
+    hz_warning("madvise(%p, %zu) failed (errno %d)", (void *)lo, (size_t)(hi - lo), errno);
+  errno = errno_saved;
+  atomic_fetch_add_explicit(&hz_os_stats.madvise_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hz_os_stats.bytes_returned, hi - lo, memory_order_relaxed);
+}
+
+void hz_os_advise_huge(void *p, size_t size, bool enable) {
+  int errno_saved = errno;
+  (void)madvise(p, size, enable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  errno = errno_saved;
+  atomic_fetch_add_explicit(&hz_os_stats.madvise_calls, 1, memory_order_relaxed);
+}
+
+int hz_os_protect(void *p, size_t size, bool accessible) {
+  int errno_saved = errno;
+  int r = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+  errno = errno_saved;
+  return r;
+}
+
+/* getrandom(2) without libc's wrapper (older libcs lack it); never blocks
+ * forever: GRND_NONBLOCK, and a clock/address mix as the fallback. */
+uint64_t hz_os_random(void) {
+  uint64_t r = 0;
+  int errno_saved = errno;
+  long n = syscall(SYS_getrandom, &r, sizeof r, 1 /* GRND_NONBLOCK */);
+  errno = errno_saved;
+  if (n != (long)sizeof r) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r ^ (uint64_t)getpid() << 32;
+  }
+  r ^= r >> 31; r *= 0xbf58476d1ce4e5b9ull; r ^= r >> 29;
+  return r ? r : 0x5bd1e9955bd1e995ull;
+}
+
+uint64_t hz_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void hz_os_write(int fd, const char *s, size_t n) {
+  int errno_saved = errno;
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    s += w; n -= (size_t)w;
+  }
+  errno = errno_saved;
+}
+
+/* Resident set from /proc/self/statm, read without stdio (no allocation). */
+size_t hz_os_rss(void) {
+  int errno_saved = errno;
+  char buf[128];
+  size_t rss = 0;
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+      buf[n] = 0;
+      const char *q = buf;
+      while (*q && *q != ' ') q++;
+      while (*q == ' ') q++;
+      while (*q >= '0' && *q <= '9') rss = rss * 10 + (size_t)(*q++ - '0');
+      rss *= hz_os_page_size;
+    }
+  }
+  errno = errno_saved;
+  return rss;
+}

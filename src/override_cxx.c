@@ -1,0 +1,75 @@
+/* C++ operator new/delete, written in C so that C programs linking hakozuna
+ * need no libstdc++. Failure follows the standard: call the new_handler and
+ * retry, then throw std::bad_alloc; both come from libstdc++ through weak
+ * references, present exactly when the program is C++ (which is when these
+ * operators are called). Unwinding through this file works because it is
+ * built with unwind tables (-fexceptions). */
+#include "internal.h"
+
+#if !defined(HZ_NO_OVERRIDE) || !HZ_NO_OVERRIDE
+#include <stdlib.h>
+
+typedef void (*hz_new_handler_t)(void);
+extern hz_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+static hz_noinline void *new_failed(size_t n, size_t align, bool nothrow) {
+  for (;;) {
+    hz_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (handler == NULL) break;
+    handler(); /* may throw, free memory, or terminate */
+    void *p = align <= 16 ? hz_malloc(n) : hz_aligned_alloc(align, n);
+    if (p) return p;
+  }
+  if (nothrow) return NULL;
+  if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+  hz_fatal("operator new(%zu): out of memory and no C++ runtime to throw std::bad_alloc", n);
+}
+
+static inline void *cxx_new(size_t n) {
+  void *p = hz_malloc(n);
+  return hz_likely(p != NULL) ? p : new_failed(n, 0, false);
+}
+static inline void *cxx_new_nothrow(size_t n) {
+  void *p = hz_malloc(n);
+  return hz_likely(p != NULL) ? p : new_failed(n, 0, true);
+}
+static inline void *cxx_new_aligned(size_t n, size_t a) {
+  void *p = hz_aligned_alloc(a, n);
+  return hz_likely(p != NULL) ? p : new_failed(n, a, false);
+}
+static inline void *cxx_new_aligned_nothrow(size_t n, size_t a) {
+  void *p = hz_aligned_alloc(a, n);
+  return hz_likely(p != NULL) ? p : new_failed(n, a, true);
+}
+
+#define HZ_CXX HZ_EXPORT
+/* new / new[] */
+HZ_CXX void *_Znwm(size_t n) { return cxx_new(n); }
+HZ_CXX void *_Znam(size_t n) { return cxx_new(n); }
+HZ_CXX void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return cxx_new_nothrow(n); }
+HZ_CXX void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return cxx_new_nothrow(n); }
+HZ_CXX void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a); }
+HZ_CXX void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a); }
+HZ_CXX void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) {
+  (void)nt;
+  return cxx_new_aligned_nothrow(n, a);
+}
+HZ_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) {
+  (void)nt;
+  return cxx_new_aligned_nothrow(n, a);
+}
+/* delete / delete[]: plain, sized, aligned, nothrow */
+HZ_CXX void _ZdlPv(void *p) { hz_free(p); }
+HZ_CXX void _ZdaPv(void *p) { hz_free(p); }
+HZ_CXX void _ZdlPvm(void *p, size_t n) { (void)n; hz_free(p); }
+HZ_CXX void _ZdaPvm(void *p, size_t n) { (void)n; hz_free(p); }
+HZ_CXX void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
+HZ_CXX void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
+HZ_CXX void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
+HZ_CXX void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
+HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hz_free(p); }
+HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hz_free(p); }
+HZ_CXX void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
+HZ_CXX void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
+#endif

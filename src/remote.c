@@ -1,0 +1,63 @@
+/* Cross-thread frees.
+ *
+ * A block freed by a thread other than its span's owner never touches the
+ * owner's span lists (they are the owner's alone, unlocked). Instead the
+ * freeing thread collects such blocks in a small outbox per owner heap and
+ * hands a whole batch over with one compare-and-swap onto the owner's inbox.
+ * The owner takes its inbox with one exchange in its malloc slow path and
+ * returns each block to its span. No locks, one atomic per batch. */
+#include "internal.h"
+
+#define HZ_OUTBOX_BATCH 32
+
+static void outbox_send(hz_outbox_t *o) {
+  hz_heap_t *owner = o->owner;
+  hz_block_t *old = atomic_load_explicit(&owner->inbox, memory_order_relaxed);
+  do {
+    o->tail->next = hz_next_encode(o->tail, old);
+  } while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &old, o->head, memory_order_release,
+                                                  memory_order_relaxed));
+  o->owner = NULL;
+  o->head = o->tail = NULL;
+  o->count = 0;
+}
+
+void hz_remote_flush(hz_heap_t *h) {
+  for (int i = 0; i < HZ_OUTBOX; i++)
+    if (h->outbox[i].owner) outbox_send(&h->outbox[i]);
+}
+
+void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
+  hz_heap_t *owner = s->heap;
+  b->tag = hz_free_tag(b);
+  if (h == &hz_heap_empty) h = hz_heap_get(); /* a thread that only frees */
+  if (h == NULL || h == &hz_heap_empty || !h->live) {
+    /* the thread is exiting or out of memory: hand the block over alone */
+    hz_outbox_t one = {owner, b, b, 1};
+    outbox_send(&one);
+    return;
+  }
+  h->n.free[s->cls]++;
+  h->n.remote_free[s->cls]++;
+  /* owners are heap-aligned: hash on the bits above the alignment */
+  hz_outbox_t *o = &h->outbox[((uintptr_t)owner >> 6) % HZ_OUTBOX];
+  if (o->owner != owner) {
+    if (o->owner) outbox_send(o);
+    o->owner = owner;
+    o->tail = b;
+  }
+  b->next = hz_next_encode(b, o->head);
+  o->head = b;
+  if (++o->count >= HZ_OUTBOX_BATCH) outbox_send(o);
+}
+
+bool hz_remote_drain(hz_heap_t *h) {
+  hz_block_t *b = atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
+  if (b == NULL) return false;
+  while (b != NULL) {
+    hz_block_t *next = hz_next_decode(b, b->next);
+    hz_heap_block_returned(hz_span_of(b), b);
+    b = next;
+  }
+  return true;
+}

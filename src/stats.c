@@ -1,0 +1,135 @@
+/* Statistics: per-thread plain counters (no atomics on the fast path),
+ * summed over all heaps on demand; the text report, JSON and mallinfo all
+ * read the same hz_stats_t. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* Scalar fields of hz_stats_t, in the order the text and JSON show them. */
+#define HZ_STATS_SCALARS(X)                                                                                   \
+  X(thread_count) X(large_allocs) X(large_frees) X(large_live_bytes) X(huge_allocs) X(huge_frees)           \
+  X(huge_live_bytes) X(segments) X(bytes_reserved) X(bytes_committed) X(bytes_in_use) X(bytes_returned)    \
+  X(mmap_calls) X(munmap_calls) X(madvise_calls) X(peak_rss) X(current_rss)
+
+HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
+  if (out == NULL || out->size < sizeof(hz_stats_t)) {
+    errno = EINVAL;
+    return -1;
+  }
+  hz_init();
+  memset(out, 0, sizeof *out);
+  out->version = HZ_STATS_VERSION;
+  out->size = sizeof *out;
+  out->class_count = HZ_NCLASS;
+  hz_class_stats_t *cs = out->classes;
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
+    out->thread_count += h->live;
+    for (int c = 0; c < HZ_NCLASS; c++) {
+      cs[c].mallocs += h->n.malloc[c];
+      cs[c].frees += h->n.free[c];
+      cs[c].remote_frees += h->n.remote_free[c];
+      cs[c].refills += h->n.refill[c];
+    }
+    out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
+    out->large_frees += h->n.free[HZ_CLASS_LARGE];
+  }
+  for (int c = 0; c < HZ_NCLASS; c++) {
+    cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
+    cs[c].live = cs[c].mallocs > cs[c].frees ? cs[c].mallocs - cs[c].frees : 0;
+    cs[c].peak = atomic_load_explicit(&hz_class_blocks_peak[c], memory_order_relaxed);
+    out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
+  }
+  out->large_live_bytes = atomic_load_explicit(&hz_large_live_bytes, memory_order_relaxed);
+  uint64_t huge_cached;
+  hz_huge_counters(&out->huge_allocs, &out->huge_frees, &out->huge_live_bytes, &huge_cached);
+  hz_arena_counters(&out->segments, &out->bytes_reserved, &out->bytes_committed);
+  out->bytes_reserved += out->huge_live_bytes + huge_cached;
+  out->bytes_committed += out->huge_live_bytes + huge_cached;
+  out->bytes_in_use += out->large_live_bytes + out->huge_live_bytes;
+  out->bytes_returned = atomic_load_explicit(&hz_os_stats.bytes_returned, memory_order_relaxed);
+  out->mmap_calls = atomic_load_explicit(&hz_os_stats.mmap_calls, memory_order_relaxed);
+  out->munmap_calls = atomic_load_explicit(&hz_os_stats.munmap_calls, memory_order_relaxed);
+  out->madvise_calls = atomic_load_explicit(&hz_os_stats.madvise_calls, memory_order_relaxed);
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;
+  out->current_rss = hz_os_rss();
+  return 0;
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+HZ_EXPORT void hz_stats_print(FILE *f) {
+  hz_stats_t st = {.size = sizeof st};
+  if (f == NULL || hz_stats_get(&st) != 0) return;
+  fprintf(f, "hakozuna %d.%d.%d statistics, pid %d\n", HZ_VERSION_MAJOR, HZ_VERSION_MINOR, HZ_VERSION_PATCH,
+          (int)getpid());
+  fprintf(f, "%7s %10s %10s %12s %12s %12s %10s\n", "block", "live", "peak*", "mallocs", "frees", "remote", "refills");
+  for (uint32_t c = 0; c < st.class_count; c++) {
+    const hz_class_stats_t *cs = &st.classes[c];
+    if (cs->mallocs == 0 && cs->frees == 0) continue;
+    fprintf(f, "%7zu %10llu %10llu %12llu %12llu %12llu %10llu\n", cs->block_size, (unsigned long long)cs->live,
+            (unsigned long long)cs->peak, (unsigned long long)cs->mallocs, (unsigned long long)cs->frees,
+            (unsigned long long)cs->remote_frees, (unsigned long long)cs->refills);
+  }
+  fprintf(f, "  large %10llu %10s %12llu %12llu  (%.1f MiB live)\n",
+          (unsigned long long)(st.large_allocs - st.large_frees), "-", (unsigned long long)st.large_allocs,
+          (unsigned long long)st.large_frees, mib(st.large_live_bytes));
+  fprintf(f, "   huge %10llu %10s %12llu %12llu  (%.1f MiB live)\n",
+          (unsigned long long)(st.huge_allocs - st.huge_frees), "-", (unsigned long long)st.huge_allocs,
+          (unsigned long long)st.huge_frees, mib(st.huge_live_bytes));
+  fprintf(f, "  * peak: most blocks of the class in spans at once\n");
+  fprintf(f, "memory: %.1f MiB reserved, %.1f MiB committed, %.1f MiB in use, %.1f MiB returned to the OS\n",
+          mib(st.bytes_reserved), mib(st.bytes_committed), mib(st.bytes_in_use), mib(st.bytes_returned));
+  fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st.current_rss),
+          mib(st.peak_rss), st.thread_count, (unsigned long long)st.segments);
+  fprintf(f, "os calls: %llu mmap, %llu munmap, %llu madvise\n", (unsigned long long)st.mmap_calls,
+          (unsigned long long)st.munmap_calls, (unsigned long long)st.madvise_calls);
+}
+
+/* snprintf that appends and keeps counting past the end, like snprintf. */
+typedef struct { char *buf; size_t len, pos; } hz_out_t;
+static void outf(hz_out_t *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *dst = o->pos < o->len ? o->buf + o->pos : NULL;
+  int n = vsnprintf(dst, dst ? o->len - o->pos : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->pos += (size_t)n;
+}
+
+HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
+  hz_stats_t st = {.size = sizeof st};
+  hz_stats_get(&st);
+  hz_out_t o = {buf, len, 0};
+  if (buf && len) buf[0] = 0;
+  outf(&o, "{\"version\":%u,\"allocator\":\"hakozuna %d.%d.%d\"", st.version, HZ_VERSION_MAJOR, HZ_VERSION_MINOR,
+       HZ_VERSION_PATCH);
+#define HZ_JSON_FIELD(f) outf(&o, ",\"" #f "\":%llu", (unsigned long long)st.f);
+  HZ_STATS_SCALARS(HZ_JSON_FIELD)
+#undef HZ_JSON_FIELD
+  outf(&o, ",\"classes\":[");
+  bool first = true;
+  for (uint32_t c = 0; c < st.class_count; c++) {
+    const hz_class_stats_t *cs = &st.classes[c];
+    if (cs->mallocs == 0 && cs->frees == 0) continue;
+    outf(&o, "%s{\"block_size\":%zu,\"live\":%llu,\"peak\":%llu,\"mallocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,"
+             "\"refills\":%llu}",
+         first ? "" : ",", cs->block_size, (unsigned long long)cs->live, (unsigned long long)cs->peak,
+         (unsigned long long)cs->mallocs, (unsigned long long)cs->frees, (unsigned long long)cs->remote_frees,
+         (unsigned long long)cs->refills);
+    first = false;
+  }
+  outf(&o, "]}");
+  return o.pos;
+}
+
+__attribute__((constructor)) static void hz_stats_ctor(void) { hz_init(); }
+
+__attribute__((destructor)) static void hz_stats_dtor(void) {
+  if (hz_opt(HZ_OPTION_STATS)) hz_stats_print(stderr);
+}
