@@ -58,3 +58,4 @@ test: lib
 -include mk/test.mk
 -include mk/bench.mk
 -include mk/install.mk
+-include mk/reliability.mk
