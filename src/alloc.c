@@ -196,10 +196,16 @@ HZ_EXPORT int hz_posix_memalign(void **out, size_t align, size_t n) {
   return 0;
 }
 
-HZ_EXPORT void *hz_valloc(size_t n) { return alloc_aligned(hz_os_page_size, n); }
+/* The page size is known once hz_init has run. */
+static size_t page_size(void) {
+  hz_init();
+  return hz_os_page_size;
+}
+
+HZ_EXPORT void *hz_valloc(size_t n) { return alloc_aligned(page_size(), n); }
 
 HZ_EXPORT void *hz_pvalloc(size_t n) {
-  size_t ps = hz_os_page_size;
+  size_t ps = page_size();
   if (n > HZ_MAX_REQUEST) {
     errno = ENOMEM;
     return NULL;
