@@ -102,7 +102,6 @@ static inline void dealloc(void *p, const char *fn) {
     b->next = hz_next_encode(b, s->local_free);
     b->tag = hz_free_tag(b);
     s->local_free = b;
-    h->n.free[s->cls]++;
     if (hz_unlikely(--s->used == 0 || s->unlisted)) hz_heap_free_slow(h, s);
     return;
   }

@@ -72,7 +72,7 @@ static hz_segment_t *segment_new(void) {
   hz_segment_t *seg = (hz_segment_t *)hz_region_next;
   hz_region_next += HZ_SEG_SIZE;
   /* Fresh OS memory is zero: descriptors start as free spans (kind 0). */
-  for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_head[i] = (uint8_t)i;
+  for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_span[i] = &seg->spans[i];
   bits_set(seg->free_mask, 1, HZ_SLICES - 1, true);
   seg->free_slices = HZ_SLICES - 1;
   seg->next = hz_segments;
@@ -90,7 +90,7 @@ static hz_span_t *segment_take(hz_segment_t *seg, size_t idx, size_t n) {
   seg->free_slices -= (uint32_t)n;
   hz_free_clean_slices -= n - dirty;
   hz_dirty_slices -= dirty;
-  for (size_t i = idx; i < idx + n; i++) seg->slice_head[i] = (uint8_t)idx;
+  for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = &seg->spans[idx];
   hz_span_t *s = &seg->spans[idx];
   memset(s, 0, sizeof *s);
   s->slice_index = (uint16_t)idx;
@@ -175,6 +175,18 @@ static void purge_locked(bool force) {
 void hz_arena_purge(bool force) {
   hz_lock(&hz_arena_lock);
   purge_locked(force);
+  hz_unlock(&hz_arena_lock);
+}
+
+/* Blocks in use per class, from the spans themselves (racy reads of other
+ * threads' counts: good enough for statistics). */
+void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
+  hz_lock(&hz_arena_lock);
+  for (hz_segment_t *seg = hz_segments; seg != NULL; seg = seg->next)
+    for (size_t i = 1; i < HZ_SLICES; i++) {
+      const hz_span_t *s = &seg->spans[i];
+      if (seg->slice_span[i] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += s->used - s->pinned;
+    }
   hz_unlock(&hz_arena_lock);
 }
 

@@ -28,6 +28,10 @@ static _Atomic(hz_heap_t *) hz_heaps_all;
 static hz_heap_t *hz_heaps_abandoned;
 static pthread_key_t hz_heap_key;
 static uint8_t hz_class_slices[HZ_NCLASS];
+static uint64_t hz_class_recip[HZ_NCLASS];
+/* hz_class_of_slow(16 * i), constant so that a thread's very first malloc,
+ * before hz_init, already picks the right class (hz_init verifies it). */
+const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31, 31};
 static char *hz_meta_next, *hz_meta_end;
 
 /* Blocks of each class in spans in use, and the highest that reached. */
@@ -44,10 +48,13 @@ void hz_init(void) {
   if (!atomic_load_explicit(&hz_initialized, memory_order_relaxed)) {
     hz_os_init();
     hz_key = (uintptr_t)hz_os_random();
+    for (size_t i = 0; i <= 1024 / 16; i++)
+      if (hz_class_table[i] != hz_class_of_slow(i * 16)) hz_fatal("internal error: class table entry %zu", i);
     for (uint32_t c = 0; c < HZ_NCLASS; c++) {
       /* at least 8 blocks a span, so large classes don't waste a span each */
       size_t n = (8 * hz_class_size(c) + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
       hz_class_slices[c] = (uint8_t)(n ? n : 1);
+      hz_class_recip[c] = (((uint64_t)1 << 46) + hz_class_size(c) - 1) / hz_class_size(c);
     }
     hz_options_init();
     hz_arena_init();
@@ -133,7 +140,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->cls = (uint8_t)c;
   s->heap = h;
   s->block_size = (uint32_t)bs;
-  s->recip = (((uint64_t)1 << 46) + bs - 1) / bs;
+  s->recip = hz_class_recip[c];
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
   s->used = 0;
@@ -212,18 +219,34 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
 
 void hz_heap_release_span(hz_heap_t *h, hz_span_t *s) { heap_retire_span(h, s, true); }
 
+/* A listed small span has no block out. Keep one such span per class (a
+ * class whose few blocks come and go would otherwise retire and re-create a
+ * span over and over); retire the others. */
+static void span_emptied(hz_heap_t *h, hz_span_t *s, bool keep_spare) {
+  uint32_t c = s->cls;
+  if (keep_spare && h->spare[c] == NULL) {
+    h->spare[c] = s;
+    return;
+  }
+  if (h->spare[c] == s) h->spare[c] = NULL;
+  list_remove(h, s);
+  heap_retire_span(h, s, keep_spare);
+}
+
 /* The current span carries one extra "use" so it never looks empty to the
  * free fast path: a malloc/free ping-pong stays on the fast path. */
 static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
   hz_span_t *old = h->cur[c];
   h->cur[c] = s;
-  if (s != &hz_span_empty) s->used++;
+  if (s != &hz_span_empty) {
+    s->used++;
+    s->pinned = 1;
+    if (h->spare[c] == s) h->spare[c] = NULL;
+  }
   if (old != &hz_span_empty) {
     old->used--;
-    if (old->used == 0 && !old->unlisted) {
-      list_remove(h, old);
-      heap_retire_span(h, old, h->live);
-    }
+    old->pinned = 0;
+    if (old->used == 0 && !old->unlisted) span_emptied(h, old, h->live);
   }
 }
 
@@ -237,7 +260,23 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   return b;
 }
 
+static hz_noinline void *heap_refill(hz_heap_t *h, uint32_t c);
+
+/* The current span's free list is empty: most often its owner's frees wait
+ * on local_free, and one move makes them the free list. */
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
+  hz_span_t *s = h->cur[c];
+  if (hz_likely(s->local_free != NULL) && !h->outbox_used &&
+      !atomic_load_explicit(&h->inbox, memory_order_relaxed)) {
+    h->n.refill[c]++;
+    s->free = s->local_free;
+    s->local_free = NULL;
+    return span_pop(h, s, c);
+  }
+  return heap_refill(h, c);
+}
+
+static hz_noinline void *heap_refill(hz_heap_t *h, uint32_t c) {
   if (h == &hz_heap_empty || h == &hz_heap_dead) {
     if ((h = heap_setup()) == NULL) goto oom;
   }
@@ -266,15 +305,13 @@ oom:
 /* ---- free slow path: a span became empty, or was full ---- */
 static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_LARGE) {
+    h->n.free[HZ_CLASS_LARGE]++;
     atomic_fetch_sub_explicit(&hz_large_live_bytes, s->block_size, memory_order_relaxed);
     heap_retire_span(h, s, may_cache);
     return;
   }
   if (s->unlisted) list_push(h, s);
-  if (s->used == 0) { /* never the current span: that one is pinned */
-    list_remove(h, s);
-    heap_retire_span(h, s, may_cache);
-  }
+  if (s->used == 0) span_emptied(h, s, may_cache); /* never the current span: it is pinned */
 }
 
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) { span_after_free(h, s, true); }
@@ -316,10 +353,7 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
     if (force) heap_set_cur(h, c, &hz_span_empty);
     for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
       next = s->next;
-      if (s->used == 0) {
-        list_remove(h, s);
-        heap_retire_span(h, s, may_cache && !force);
-      }
+      if (s->used == 0) span_emptied(h, s, false);
     }
   }
   heap_flush_cache(h, force || !may_cache);

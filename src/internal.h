@@ -56,11 +56,18 @@
 /* Sizes beyond this can never be satisfied (and catch negative ints). */
 #define HZ_MAX_REQUEST (((size_t)1 << 62))
 
-static inline uint32_t hz_class_of(size_t n) {
+/* Classes of sizes up to 1 KiB by (n + 15) / 16. */
+extern const uint8_t hz_class_table[1024 / 16 + 1];
+
+static inline uint32_t hz_class_of_slow(size_t n) {
   if (n <= 128) return n ? (uint32_t)((n - 1) >> 4) : 0;
   size_t m = n - 1;
   uint32_t k = 63 - (uint32_t)__builtin_clzll(m);
   return 8 + (k - 7) * 8 + (uint32_t)((m >> (k - 3)) & 7);
+}
+
+static inline uint32_t hz_class_of(size_t n) {
+  return n <= 1024 ? hz_class_table[(n + 15) >> 4] : hz_class_of_slow(n);
 }
 
 static inline size_t hz_class_size(uint32_t c) {
@@ -110,6 +117,7 @@ typedef struct hz_span_s {
   uint8_t kind;                 /* hz_span_kind_t */
   uint8_t unlisted;             /* full: not in its heap's class list */
   uint8_t zeroed;               /* never-handed-out memory is known zero */
+  uint8_t pinned;               /* the current span of its class: used has +1 */
   uint16_t slice_count;
   uint16_t slice_index;
   uint32_t capacity;            /* blocks that fit */
@@ -124,7 +132,7 @@ typedef struct hz_segment_s {
   uint64_t freed_at;                   /* ms: last time slices came back */
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
-  uint8_t slice_head[HZ_SLICES];       /* slice -> index of its span's head */
+  struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
   hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
 } hz_segment_t;
 
@@ -139,7 +147,7 @@ static inline hz_segment_t *hz_segment_of(const void *p) {
 }
 static inline hz_span_t *hz_span_of(const void *p) {
   hz_segment_t *seg = hz_segment_of(p);
-  return &seg->spans[seg->slice_head[((uintptr_t)p >> HZ_SLICE_SHIFT) & (HZ_SLICES - 1)]];
+  return seg->slice_span[((uintptr_t)p >> HZ_SLICE_SHIFT) & (HZ_SLICES - 1)];
 }
 static inline uint8_t hz_segmap_get(const void *p) {
   uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
@@ -159,9 +167,11 @@ typedef struct hz_outbox_s {
   uint32_t count;
 } hz_outbox_t;
 
+/* Frees of small blocks are not counted on the fast path: stats derive them
+ * from mallocs and the blocks still in use in spans. */
 typedef struct hz_heap_counters_s {
   uint64_t malloc[HZ_NCLASS + 1];
-  uint64_t free[HZ_NCLASS + 1];
+  uint64_t free[HZ_NCLASS + 1];  /* large blocks only */
   uint64_t remote_free[HZ_NCLASS + 1];
   uint64_t refill[HZ_NCLASS + 1];
 } hz_heap_counters_t;
@@ -170,8 +180,10 @@ typedef struct hz_heap_s {
   hz_span_t *cur[HZ_NCLASS];            /* current span per class */
   hz_heap_counters_t n;                 /* plain counters, merged on demand */
   hz_span_t *lists[HZ_NCLASS];          /* spans with room, per class */
+  hz_span_t *spare[HZ_NCLASS];          /* one empty span kept listed per class */
   _Atomic(hz_block_t *) inbox;          /* remote frees from other threads */
   hz_outbox_t outbox[HZ_OUTBOX];        /* our remote frees not yet sent */
+  uint32_t outbox_used;                 /* outboxes holding blocks */
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
   struct hz_heap_s *next_all;           /* every heap ever made */
@@ -215,6 +227,7 @@ void hz_arena_fork_prepare(void);
 void hz_arena_fork_parent(void);
 void hz_arena_fork_child(void);
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
+void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]);
 
 /* ---- heap.c ---- */
 void hz_init(void);

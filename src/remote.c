@@ -23,8 +23,10 @@ static void outbox_send(hz_outbox_t *o) {
 }
 
 void hz_remote_flush(hz_heap_t *h) {
+  if (h->outbox_used == 0) return;
   for (int i = 0; i < HZ_OUTBOX; i++)
     if (h->outbox[i].owner) outbox_send(&h->outbox[i]);
+  h->outbox_used = 0;
 }
 
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
@@ -37,18 +39,21 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
     outbox_send(&one);
     return;
   }
-  h->n.free[s->cls]++;
   h->n.remote_free[s->cls]++;
   /* owners are heap-aligned: hash on the bits above the alignment */
   hz_outbox_t *o = &h->outbox[((uintptr_t)owner >> 6) % HZ_OUTBOX];
   if (o->owner != owner) {
     if (o->owner) outbox_send(o);
+    else h->outbox_used++;
     o->owner = owner;
     o->tail = b;
   }
   b->next = hz_next_encode(b, o->head);
   o->head = b;
-  if (++o->count >= HZ_OUTBOX_BATCH) outbox_send(o);
+  if (++o->count >= HZ_OUTBOX_BATCH) {
+    outbox_send(o);
+    h->outbox_used--;
+  }
 }
 
 bool hz_remote_drain(hz_heap_t *h) {

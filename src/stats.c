@@ -31,16 +31,18 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
     out->thread_count += h->live;
     for (int c = 0; c < HZ_NCLASS; c++) {
       cs[c].mallocs += h->n.malloc[c];
-      cs[c].frees += h->n.free[c];
       cs[c].remote_frees += h->n.remote_free[c];
       cs[c].refills += h->n.refill[c];
     }
     out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
     out->large_frees += h->n.free[HZ_CLASS_LARGE];
   }
+  uint64_t live[HZ_NCLASS] = {0};
+  hz_arena_live_blocks(live);
   for (int c = 0; c < HZ_NCLASS; c++) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
-    cs[c].live = cs[c].mallocs > cs[c].frees ? cs[c].mallocs - cs[c].frees : 0;
+    cs[c].live = live[c] < cs[c].mallocs ? live[c] : cs[c].mallocs;
+    cs[c].frees = cs[c].mallocs - cs[c].live;
     cs[c].peak = atomic_load_explicit(&hz_class_blocks_peak[c], memory_order_relaxed);
     out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
   }
