@@ -146,6 +146,10 @@ for hz in $launchers; do
 	expect "$where: -o and --option= forms, dash in NAME" "||5|1" \
 		env -u HAKOZUNA_STATS -u HAKOZUNA_VERBOSE \
 		"$hz" run -o purge-delay=5 --option=thp=1 sh -c "$show_env"
+	check "$where: run --stats: a report on stderr at exit" \
+		sh -c "'$hz' run --stats -- '$tmp/probe' 2>&1 >/dev/null | grep -q ."
+	check "$where: run without --stats: nothing on stderr" \
+		sh -c "! '$hz' run -- '$tmp/probe' 2>&1 >/dev/null | grep -q ."
 	check "$where: run --stats passes the exit status" sh -c "'$hz' run --stats -- sh -c 'exit 3'; [ \$? = 3 ]"
 	for bad in "run" "run --option novalue -- true" "run --bogus -- true" "frobnicate"; do
 		# shellcheck disable=SC2086 # split on purpose
