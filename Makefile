@@ -51,6 +51,21 @@ $(LIB_OBJ): $(OBJS)
 clean:
 	rm -rf $(BUILD)
 
+# The README's option table is generated from src/options.c; check-docs
+# (part of make test) fails when the README is out of date.
+.PHONY: options-doc check-docs
+$(BUILD)/options-doc: $(LIB_A)
+	printf '#include "hakozuna.h"\nint main(void) { hz_options_markdown(stdout); return 0; }\n' | \
+	  $(CC) -Iinclude -x c - -x none $(LIB_A) -lpthread -o $@
+options-doc: $(BUILD)/options-doc
+	@$(BUILD)/options-doc
+check-docs: $(BUILD)/options-doc
+	@$(BUILD)/options-doc > $(BUILD)/options.md
+	@awk '/<!-- options:begin -->/{f=1;next} /<!-- options:end -->/{f=0} f' README.md | diff -u - $(BUILD)/options.md \
+	  && echo "PASS check-docs: README option table matches src/options.c" \
+	  || { echo "FAIL check-docs: run 'make options-doc' and paste the table into README.md"; exit 1; }
+test: check-docs
+
 # Each mk/*.mk adds its own prerequisites to these (test-unit, test-install, ...).
 .PHONY: test bench
 test: lib

@@ -68,7 +68,7 @@ typedef enum hz_option_e {
   HZ_OPTION_ARENA_RESERVE,    /* MiB of address space reserved per OS request for segments */
   HZ_OPTION_THREAD_CACHE,     /* KiB of empty spans a thread keeps cached */
   HZ_OPTION_HUGE_CACHE,       /* MiB of freed huge blocks kept for reuse */
-  HZ_OPTION_CHECK,            /* misuse checks: 0 off, 1 default, 2 checked build level */
+  HZ_OPTION_CHECK,            /* on misuse: 1 report and abort (default), 0 report and go on */
   HZ_OPTION_COUNT
 } hz_option_t;
 
@@ -77,6 +77,8 @@ long hz_option_get(hz_option_t option);
 int hz_option_set(hz_option_t option, long value);
 const char *hz_option_name(hz_option_t option);        /* e.g. "purge_delay" */
 const char *hz_option_description(hz_option_t option);
+/* The whole option table as a Markdown table (the README's list). */
+void hz_options_markdown(FILE *out);
 
 /* ---- Statistics ---- */
 #define HZ_STATS_VERSION 1

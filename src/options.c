@@ -1,6 +1,6 @@
 /* The option table: one row per option. Environment variables
  * (HAKOZUNA_<NAME>), hz_option_* and the README's option list all come from
- * these rows (`make options-doc` prints the list). */
+ * these rows (`make options-doc` prints the README's table). */
 #include "internal.h"
 
 #include <ctype.h>
@@ -28,8 +28,8 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                                "address space reserved per OS request for segments"},
   [HZ_OPTION_THREAD_CACHE] = {"thread_cache", 4096, 0, 1048576, "KiB", "empty spans each thread keeps for reuse"},
   [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (> 2 MiB) kept mapped for reuse"},
-  [HZ_OPTION_CHECK] = {"check", 1 + HZ_CHECKED, 0, 2, "level",
-                       "on misuse: 0 report and continue, 1 report and abort, 2 also verify heap lists"},
+  [HZ_OPTION_CHECK] = {"check", 1, 0, 1, "level",
+                       "on a detected misuse (double/invalid free): 1 report and abort, 0 report, leak the block, go on"},
 };
 
 long hz_options[HZ_OPTION_COUNT];
@@ -92,8 +92,6 @@ HZ_EXPORT const char *hz_option_description(hz_option_t o) {
   return (unsigned)o < HZ_OPTION_COUNT ? hz_option_table[o].description : NULL;
 }
 
-/* Markdown table of the options for the README (hz_options_markdown is
- * reached through `make options-doc`). */
 HZ_EXPORT void hz_options_markdown(FILE *out) {
   fprintf(out, "| variable | default | range | description |\n|---|---|---|---|\n");
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
