@@ -275,10 +275,13 @@ hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #if HZ_CHECKED
+/* Large blocks end on an inaccessible slice, huge blocks on a page. */
+#define HZ_LARGE_GUARD HZ_SLICE_SIZE
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
 void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #else
+#define HZ_LARGE_GUARD 0
 #define HZ_CANARY_SIZE 0
 #endif
 

@@ -16,7 +16,7 @@ _Atomic uint64_t hz_large_live_bytes;
 
 void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   if (h == &hz_heap_empty || !h->live) h = hz_heap_get();
-  size_t slices = (size + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
+  size_t slices = (size + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
   size_t align_slices = align > HZ_SLICE_SIZE ? align / HZ_SLICE_SIZE : 1;
   hz_span_t *s = h ? hz_heap_take_span(h, slices, align_slices) : NULL;
   if (s == NULL) {
@@ -33,6 +33,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->unlisted = 1;
   s->free = s->local_free = NULL;
   *zeroed = s->zeroed;
+  if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
   atomic_fetch_add_explicit(&hz_large_live_bytes, bs, memory_order_relaxed);
   hz_block_t *b = (hz_block_t *)s->start;
@@ -100,7 +101,8 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t need = (offset + size + HZ_SEG_MASK) & ~HZ_SEG_MASK;
+  size_t guard = HZ_LARGE_GUARD ? hz_os_page_size : 0;
+  size_t need = (offset + size + guard + HZ_SEG_MASK) & ~HZ_SEG_MASK;
   hz_lock(&hz_huge_lock);
   hz_huge_t *hh = cache_take(need, base_align);
   hz_unlock(&hz_huge_lock);
@@ -124,6 +126,7 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
   }
   hh->offset = offset;
   hh->cached = false;
+  if (guard) hz_os_protect((char *)hh + hh->map_size - guard, guard, false);
   hz_lock(&hz_huge_lock);
   hz_huge_allocs++;
   hz_huge_live += hh->map_size;
@@ -152,9 +155,11 @@ static hz_huge_t *huge_lookup(const void *p, const char *fn) {
   return hh;
 }
 
+static size_t huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
+
 size_t hz_huge_usable(const void *p, const char *fn) {
   hz_huge_t *hh = huge_lookup(p, fn);
-  return hh ? hh->map_size - hh->offset : 0;
+  return hh ? hh->map_size - hh->offset - huge_guard() : 0;
 }
 
 void hz_huge_free(void *p, const char *fn) {
@@ -167,6 +172,7 @@ void hz_huge_free(void *p, const char *fn) {
   hz_huge_frees++;
   hz_huge_live -= hh->map_size;
   hh->cached = true;
+  if (huge_guard()) hz_os_protect((char *)hh + hh->map_size - huge_guard(), huge_guard(), true);
   size_t budget = (size_t)hz_opt(HZ_OPTION_HUGE_CACHE) << 20;
   bool keep = hz_opt(HZ_OPTION_PURGE_DELAY) != 0 && hz_huge_cached_bytes + hh->map_size <= budget;
   if (keep) {
