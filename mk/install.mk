@@ -87,11 +87,13 @@ test: test-install test-rust
 test-install: lib
 	BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) sh tests/install/run.sh
 
+# cargo runs without make's jobserver (this recipe does not pass it on).
 HZ_CARGO_TARGET := $(abspath $(BUILD))/cargo
 test-rust:
 	@if command -v cargo >/dev/null 2>&1; then \
 	    echo "cd bindings/rust && cargo test --locked"; \
-	    cd bindings/rust && CARGO_TARGET_DIR=$(HZ_CARGO_TARGET) cargo test --locked; \
+	    cd bindings/rust && env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET) \
+	        cargo test --locked; \
 	else \
 	    echo "SKIP test-rust: cargo is not on PATH"; \
 	fi
