@@ -25,6 +25,7 @@ HZ_TEMPLATES := hakozuna.pc hakozunaConfig.cmake hakozunaConfigVersion.cmake hak
 HZ_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
                -e 's|@PC_LIBDIR@|$(call hz_pc_path,$(LIBDIR))|g' \
                -e 's|@PC_INCLUDEDIR@|$(call hz_pc_path,$(INCLUDEDIR))|g' \
+               -e 's|@PC_OBJDIR@|$(call hz_pc_path,$(HZ_OBJDIR))|g' \
                -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@HZ_OBJDIR@|$(HZ_OBJDIR)|g' \
                -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' \
                -e 's|@POINTER_BYTES@|$(HZ_POINTER_BYTES)|g'
