@@ -1,0 +1,71 @@
+# mk/test.mk: the test suite (included by the root Makefile).
+#
+#   make test                 build the libraries and the tests, run them all
+#   make test TESTS=misuse    only the tests whose name contains "misuse"
+#   make test-build           build the test programs only
+#   make test-glibc           the allocator-independent tests on glibc
+#
+# The tests are in tests/ (see docs/testing.md); tests/run.sh runs them.
+
+TEST_DIR := $(BUILD)/tests
+TESTS ?=
+CXX ?= c++
+# -fno-builtin-*: the tests call the allocator, not the compiler's idea of it.
+TEST_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread \
+               -Itests -Iinclude -fno-builtin-malloc -fno-builtin-calloc \
+               -fno-builtin-realloc -fno-builtin-free
+TEST_CXXFLAGS := -std=gnu++17 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread \
+                 -Itests -Iinclude -fno-builtin-malloc -fno-builtin-free
+TEST_HDRS := tests/check.h tests/testutil.h include/hakozuna.h
+HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
+
+# Tests that use only the standard API: run preloaded (or on glibc).
+TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
+                  threads/churn init/ctor init/dlopen misuse/misuse)
+TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
+                    $(TEST_DIR)/init/libdlhelper.so
+# Tests linked with hakozuna.
+TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
+                 options/options options/stats link/link-shared \
+                 link/link-archive link/link-object link/link-static)
+
+.PHONY: test-run test-build test-glibc
+test: test-run
+test-run: lib test-build
+	tests/run.sh --build $(BUILD) $(TESTS)
+test-build: $(TEST_GENERIC_ALL) $(TEST_LINKED)
+test-glibc: $(TEST_GENERIC_ALL)
+	tests/run.sh --glibc --build $(BUILD) $(TESTS)
+
+$(TEST_GENERIC): $(TEST_DIR)/%: tests/%.c $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ -ldl
+$(TEST_DIR)/api/cxx: tests/api/cxx.cc $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) $< -o $@ -ldl
+$(TEST_DIR)/init/libdlhelper.so: tests/init/dlopen_lib.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
+$(TEST_DIR)/init/dlopen: $(TEST_DIR)/init/libdlhelper.so
+
+$(TEST_DIR)/api/api-hz: tests/api/api.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DHZ_API $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+$(TEST_DIR)/api/api-hz-checked: tests/api/api.c $(TEST_HDRS) $(LIB_CHECKED)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DHZ_API $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
+$(TEST_DIR)/options/%: tests/options/%.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+$(TEST_DIR)/link/link-shared: tests/link/link.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna
+$(TEST_DIR)/link/link-archive: tests/link/link.c $(TEST_HDRS) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< $(LIB_A) -o $@
+$(TEST_DIR)/link/link-object: tests/link/link.c $(TEST_HDRS) $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< $(LIB_OBJ) -o $@
+$(TEST_DIR)/link/link-static: tests/link/link.c $(TEST_HDRS) $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -static $< $(LIB_OBJ) -o $@

@@ -1,0 +1,50 @@
+#!/bin/sh
+# tests/options/env.sh: options from HAKOZUNA_<NAME> environment variables.
+# Boolean values 1/yes/on/true in any case; HAKOZUNA_STATS=1 prints the
+# report (containing "hakozuna") on stderr at exit; a bad value warns, naming
+# the option, and leaves the default. Needs TEST_BIN and HZ_LIB (run.sh).
+. "$(dirname "$0")/../lib.sh"
+opts=$TEST_BIN/options/options
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# get NAME [VAR=VALUE]: the option's value as the program sees it; its
+# stderr goes to $tmp/err.
+get() {
+  env -u HAKOZUNA_STATS -u HAKOZUNA_PURGE_DELAY -u HAKOZUNA_VERBOSE ${2:+"$2"} \
+    "$opts" get "$1" 2>"$tmp/err"
+}
+
+for v in 1 yes on true YES On TRUE Yes; do
+  out=$(get stats HAKOZUNA_STATS=$v)
+  [ "$out" = 1 ] || fail "HAKOZUNA_STATS=$v: stats option is '$out', want 1"
+  grep -q hakozuna "$tmp/err" ||
+    fail "HAKOZUNA_STATS=$v: no report on stderr: $(head -c 300 "$tmp/err")"
+done
+for v in 0 no off false NO Off FALSE; do
+  out=$(get stats HAKOZUNA_STATS=$v)
+  [ "$out" = 0 ] || fail "HAKOZUNA_STATS=$v: stats option is '$out', want 0"
+  [ -s "$tmp/err" ] && fail "HAKOZUNA_STATS=$v: stderr: $(head -c 300 "$tmp/err")"
+done
+
+out=$(get verbose HAKOZUNA_VERBOSE=on)
+[ "$out" = 1 ] || fail "HAKOZUNA_VERBOSE=on: verbose is '$out'"
+
+default=$(get purge_delay)
+[ -s "$tmp/err" ] && fail "no options set: stderr: $(head -c 300 "$tmp/err")"
+out=$(get purge_delay HAKOZUNA_PURGE_DELAY=250)
+[ "$out" = 250 ] || fail "HAKOZUNA_PURGE_DELAY=250: purge_delay is '$out'"
+[ "$default" != 250 ] || fail "default purge_delay is 250: pick another value"
+out=$(get purge_delay HAKOZUNA_PURGE_DELAY=banana)
+[ "$out" = "$default" ] ||
+  fail "HAKOZUNA_PURGE_DELAY=banana: purge_delay is '$out', want the default $default"
+grep -qi purge_delay "$tmp/err" ||
+  fail "HAKOZUNA_PURGE_DELAY=banana: no warning naming purge_delay: $(head -c 300 "$tmp/err")"
+[ "$(grep -c . "$tmp/err")" -le 2 ] ||
+  fail "HAKOZUNA_PURGE_DELAY=banana: warning is long: $(head -c 500 "$tmp/err")"
+
+# The report also comes from a program that is not linked with hakozuna.
+env HAKOZUNA_STATS=1 LD_PRELOAD="$HZ_LIB" sort /dev/null 2>"$tmp/err" >/dev/null
+grep -q hakozuna "$tmp/err" ||
+  fail "HAKOZUNA_STATS=1 with LD_PRELOAD: no report from sort: $(head -c 300 "$tmp/err")"
+finish

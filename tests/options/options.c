@@ -1,0 +1,86 @@
+/* tests/options/options.c: the option table through the header API.
+ *
+ *   options            hz_option_get/set/name/description round trips
+ *   options get NAME   print the option's value (tests/options/env.sh sets
+ *                      HAKOZUNA_<NAME> and reads it back with this) */
+#include "check.h"
+#include "hakozuna.h"
+
+#include <ctype.h>
+#include <errno.h>
+
+static int by_name(const char *name) {
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    const char *n = hz_option_name((hz_option_t)i);
+    if (n && strcmp(n, name) == 0) return i;
+  }
+  return -1;
+}
+
+static void test_table(void) {
+  static const char *const expected[] = {
+      "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
+      "thread_cache", "huge_cache", "check"};
+  CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    hz_option_t o = (hz_option_t)i;
+    const char *name = hz_option_name(o), *desc = hz_option_description(o);
+    if (!CHECKF(name && desc && *desc, "option %d has no name or description", i))
+      continue;
+    CHECKF(strcmp(name, expected[i]) == 0, "option %d is \"%s\", want \"%s\"", i,
+           name, expected[i]);
+    for (const char *c = name; *c; c++)
+      CHECKF(islower((unsigned char)*c) || *c == '_', "option name \"%s\"", name);
+    /* Setting the current value back succeeds and changes nothing. */
+    long v = hz_option_get(o);
+    CHECKF(hz_option_set(o, v) == 0, "hz_option_set(%s, %ld) (its own value) "
+           "failed, errno %d", name, v, errno);
+    CHECK(hz_option_get(o) == v);
+  }
+}
+
+static void set_get(hz_option_t o, long v) {
+  long old = hz_option_get(o);
+  CHECKF(hz_option_set(o, v) == 0 && hz_option_get(o) == v,
+         "%s: set %ld, get %ld", hz_option_name(o), v, hz_option_get(o));
+  CHECK(hz_option_set(o, old) == 0 && hz_option_get(o) == old);
+}
+
+static void test_set(void) {
+  set_get(HZ_OPTION_VERBOSE, 1);
+  set_get(HZ_OPTION_VERBOSE, 0);
+  set_get(HZ_OPTION_STATS, 1);
+  set_get(HZ_OPTION_PURGE_DELAY, 1234);
+  set_get(HZ_OPTION_PURGE_DELAY, 0);
+  set_get(HZ_OPTION_PURGE_DELAY, -1); /* never */
+  set_get(HZ_OPTION_HUGE_CACHE, 0);
+  set_get(HZ_OPTION_THREAD_CACHE, 256);
+  /* The allocator keeps working with the changed settings. */
+  long delay = hz_option_get(HZ_OPTION_PURGE_DELAY);
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 0) == 0);
+  for (int i = 0; i < 100; i++) free(malloc((size_t)i << 14));
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, delay) == 0);
+  /* Invalid option or value: -1, EINVAL, nothing changes. */
+  errno = 0;
+  CHECK(hz_option_set(HZ_OPTION_COUNT, 1) == -1 && errno == EINVAL);
+  errno = 0;
+  CHECK(hz_option_set((hz_option_t)-1, 1) == -1 && errno == EINVAL);
+  long check = hz_option_get(HZ_OPTION_CHECK);
+  errno = 0;
+  CHECKF(hz_option_set(HZ_OPTION_CHECK, 99) == -1 && errno == EINVAL,
+         "check=99 (levels are 0, 1, 2) accepted, errno %d", errno);
+  CHECK(hz_option_get(HZ_OPTION_CHECK) == check);
+}
+
+TEST_MAIN() {
+  if (argc == 3 && strcmp(argv[1], "get") == 0) {
+    int o = by_name(argv[2]);
+    if (!CHECKF(o >= 0, "no option named %s", argv[2])) return 1;
+    free(malloc(100));
+    printf("%ld\n", hz_option_get((hz_option_t)o));
+    return 0;
+  }
+  test_table();
+  test_set();
+  return 0;
+}

@@ -1,0 +1,192 @@
+/* tests/options/stats.c: statistics through the header API.
+ *
+ *   stats        counters move as the program allocates; hz_stats_print and
+ *                hz_stats_json produce text; malloc_trim(0) after freeing a
+ *                large working set lowers bytes_committed
+ *   stats json   print hz_stats_json's text (env.sh parses it as JSON) */
+#include "check.h"
+#include "testutil.h"
+#include "hakozuna.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+static hz_stats_t get(void) {
+  hz_stats_t s;
+  memset(&s, 0xff, sizeof s);
+  s.version = HZ_STATS_VERSION;
+  s.size = sizeof s;
+  CHECK(hz_stats_get(&s) == 0);
+  CHECK(s.class_count > 0 && s.class_count <= HZ_STATS_MAX_CLASSES);
+  return s;
+}
+
+/* The row of the class that serves n-byte requests, or NULL. */
+static const hz_class_stats_t *row(const hz_stats_t *s, size_t n) {
+  size_t g = hz_good_size(n);
+  for (uint32_t i = 0; i < s->class_count; i++)
+    if (s->classes[i].block_size == g) return &s->classes[i];
+  return NULL;
+}
+
+static uint64_t sum(const hz_stats_t *s, size_t field) {
+  uint64_t t = 0;
+  for (uint32_t i = 0; i < s->class_count; i++)
+    t += *(const uint64_t *)((const char *)&s->classes[i] + field);
+  return t;
+}
+#define SUM(s, f) sum(&(s), offsetof(hz_class_stats_t, f))
+
+enum { N = 1000 };
+static void *blocks[N];
+static pthread_barrier_t bar;
+
+static void *owner(void *arg) {
+  (void)arg;
+  for (int i = 0; i < N; i++) blocks[i] = malloc(48);
+  pthread_barrier_wait(&bar); /* main takes stats and frees them */
+  pthread_barrier_wait(&bar); /* stay alive (the owner) until it has */
+  return NULL;
+}
+
+static void test_counters(void) {
+  hz_stats_t s0 = get();
+  CHECK(s0.version == HZ_STATS_VERSION);
+  CHECK(s0.thread_count >= 1);
+  CHECK(s0.bytes_reserved >= s0.bytes_committed);
+  CHECK(s0.segments >= 1 && s0.mmap_calls >= 1);
+  CHECK(s0.peak_rss > 0);
+  for (uint32_t i = 1; i < s0.class_count; i++)
+    CHECKF(s0.classes[i].block_size == 0 ||
+           s0.classes[i].block_size > s0.classes[i - 1].block_size,
+           "class %u size %zu after %zu", i, s0.classes[i].block_size,
+           s0.classes[i - 1].block_size);
+  if (!CHECKF(row(&s0, 48) != NULL, "no class row for 48-byte blocks "
+              "(hz_good_size %zu)", hz_good_size(48)))
+    return;
+
+  /* Small blocks: mallocs, live, frees. */
+  void *b[N];
+  for (int i = 0; i < N; i++) b[i] = malloc(48);
+  hz_stats_t s1 = get();
+  CHECKF(SUM(s1, mallocs) >= SUM(s0, mallocs) + N, "mallocs %llu -> %llu",
+         (unsigned long long)SUM(s0, mallocs), (unsigned long long)SUM(s1, mallocs));
+  CHECKF(row(&s1, 48)->live >= row(&s0, 48)->live + N, "live 48-byte blocks "
+         "%llu -> %llu", (unsigned long long)row(&s0, 48)->live,
+         (unsigned long long)row(&s1, 48)->live);
+  CHECK(s1.bytes_in_use >= s0.bytes_in_use);
+  for (int i = 0; i < N; i++) free(b[i]);
+  hz_stats_t s2 = get();
+  CHECKF(SUM(s2, frees) >= SUM(s1, frees) + N, "frees %llu -> %llu",
+         (unsigned long long)SUM(s1, frees), (unsigned long long)SUM(s2, frees));
+  CHECK(row(&s2, 48)->live + N <= row(&s1, 48)->live);
+
+  /* Huge blocks. */
+  void *h = malloc(16 * MiB);
+  hz_stats_t s3 = get();
+  CHECK(s3.huge_allocs == s2.huge_allocs + 1);
+  CHECK(s3.huge_live_bytes >= s2.huge_live_bytes + 16 * MiB);
+  free(h);
+  hz_stats_t s4 = get();
+  CHECK(s4.huge_frees == s3.huge_frees + 1);
+  CHECK(s4.huge_live_bytes + 16 * MiB <= s3.huge_live_bytes);
+
+  /* A 200 KiB block shows somewhere: in a class row or as large. */
+  void *l = malloc(200 * KiB);
+  hz_stats_t s5 = get();
+  CHECK(SUM(s5, mallocs) + s5.large_allocs + s5.huge_allocs >
+        SUM(s4, mallocs) + s4.large_allocs + s4.huge_allocs);
+  free(l);
+
+  /* Frees by a thread other than the owner are remote frees; another live
+   * thread cache shows in thread_count. */
+  pthread_t th;
+  pthread_barrier_init(&bar, NULL, 2);
+  if (!CHECK(pthread_create(&th, NULL, owner, NULL) == 0)) return;
+  pthread_barrier_wait(&bar);
+  hz_stats_t s6 = get();
+  CHECKF(s6.thread_count >= 2, "thread_count %u with two threads allocating",
+         s6.thread_count);
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  hz_stats_t s7 = get();
+  CHECKF(SUM(s7, remote_frees) >= SUM(s6, remote_frees) + N, "remote_frees "
+         "%llu -> %llu after freeing %d blocks of another thread",
+         (unsigned long long)SUM(s6, remote_frees),
+         (unsigned long long)SUM(s7, remote_frees), N);
+  pthread_barrier_wait(&bar);
+  CHECK(pthread_join(th, NULL) == 0);
+  pthread_barrier_destroy(&bar);
+}
+
+/* Free a large working set; malloc_trim(0) returns and bytes_committed
+ * drops by at least half of it. */
+static void test_trim(void) {
+  enum { M = 2048 };
+  static void *b[M];
+  for (int i = 0; i < M; i++) { /* 2048 * 64 KiB = 128 MiB, mixed sizes */
+    size_t n = i % 4 == 0 ? 256 * KiB - 100 : i % 4 == 1 ? 1000 : 21 * KiB;
+    b[i] = malloc(n);
+    if (CHECK(b[i])) memset(b[i], 1, n);
+  }
+  hz_stats_t s1 = get();
+  for (int i = 0; i < M; i++) free(b[i]);
+  int t = malloc_trim(0);
+  CHECK(t == 0 || t == 1);
+  hz_stats_t s2 = get();
+  CHECKF(s2.bytes_committed + 64 * MiB <= s1.bytes_committed, "bytes_committed "
+         "%llu KiB with 140 MiB live, %llu KiB after freeing it and malloc_trim(0)",
+         (unsigned long long)s1.bytes_committed / 1024,
+         (unsigned long long)s2.bytes_committed / 1024);
+  CHECK(s2.bytes_returned > s1.bytes_returned);
+}
+
+static void test_text(void) {
+  /* hz_stats_print into a file, read back. */
+  FILE *f = tmpfile();
+  if (CHECK(f)) {
+    hz_stats_print(f);
+    long n = ftell(f);
+    CHECK(n > 0);
+    rewind(f);
+    char *buf = calloc(1, (size_t)n + 1);
+    CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+    CHECKF(strstr(buf, "hakozuna") != NULL, "hz_stats_print: \"%.200s\"", buf);
+    free(buf);
+    fclose(f);
+  }
+  /* hz_stats_json measures like snprintf and truncates with a NUL. */
+  size_t need = hz_stats_json(NULL, 0);
+  CHECK(need > 2);
+  char *j = malloc(need + 256);
+  if (!CHECK(j)) return;
+  size_t got = hz_stats_json(j, need + 256); /* numbers may have changed */
+  CHECKF(got < need + 256 && strlen(j) == got && j[0] == '{',
+         "hz_stats_json: %zu then %zu bytes, strlen %zu", need, got, strlen(j));
+  char small[16];
+  memset(small, 'x', sizeof small);
+  size_t full = hz_stats_json(small, sizeof small);
+  CHECK(full > sizeof small && small[15] == 0 && strlen(small) == 15);
+  free(j);
+}
+
+TEST_MAIN() {
+  if (argc == 2 && strcmp(argv[1], "json") == 0) {
+    char *buf = NULL;
+    size_t n = hz_stats_json(NULL, 0);
+    for (int i = 0; i < 4; i++) { /* the text may grow while allocating */
+      free(buf);
+      buf = malloc(n + 4096);
+      if (!CHECK(buf)) return 1;
+      size_t m = hz_stats_json(buf, n + 4096);
+      if (m < n + 4096) break;
+      n = m;
+    }
+    fputs(buf, stdout);
+    free(buf);
+    return 0;
+  }
+  test_counters();
+  test_trim();
+  test_text();
+  return 0;
+}

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# tests/run.sh: runs the test suite (`make test` builds it and calls this).
+#
+#   tests/run.sh [--glibc] [--build DIR] [PATTERN...]
+#
+# Prints one PASS/FAIL/SKIP line per test (a failure also shows the end of
+# its output; the whole of it is in DIR/tests/logs/) and a summary; exits 1
+# if any test failed. PATTERNs keep only the tests whose name contains one
+# of them. Default: every test on hakozuna (build/libhakozuna.so preloaded
+# or linked), then the core tests again on build/libhakozuna-checked.so.
+# --glibc: the allocator-independent tests on the system's malloc, without
+# preloading anything (to debug the tests themselves).
+set -u
+
+build=build
+mode=hakozuna
+patterns=()
+while [ $# -gt 0 ]; do
+  case $1 in
+  --glibc) mode=glibc ;;
+  --build) build=$2; shift ;;
+  -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  *) patterns+=("$1") ;;
+  esac
+  shift
+done
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$root" && mkdir -p "$build" && cd "$build" && pwd)
+export TEST_BIN=$build/tests
+logs=$TEST_BIN/logs
+mkdir -p "$logs"
+lib=$build/libhakozuna.so
+lib_checked=$build/libhakozuna-checked.so
+
+# Nothing from the caller's environment changes the allocator under test.
+unset LD_PRELOAD
+for v in $(env | sed -n 's/^\(HAKOZUNA_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+
+passed=0 failed=0 skipped=0
+failed_names=()
+suite_start=$EPOCHREALTIME
+
+selected() {
+  [ ${#patterns[@]} -eq 0 ] && return 0
+  for p in "${patterns[@]}"; do
+    case $1 in *"$p"*) return 0 ;; esac
+  done
+  return 1
+}
+
+# t NAME TIMEOUT PRELOAD TARGET COMMAND...: one test. PRELOAD is a library
+# for LD_PRELOAD or -, TARGET the allocator (HZ_TEST_TARGET, see check.h).
+t() {
+  local name=$1 limit=$2 preload=$3 target=$4
+  shift 4
+  selected "$name" || return 0
+  local log=$logs/$(echo "$name" | tr '/ []' '.._.').log
+  local start=$EPOCHREALTIME rc
+  if [ ! -x "$1" ]; then
+    echo "$1 is not built (make test-build)" >"$log"
+    rc=127
+  else
+    local env=(HZ_TEST_TARGET="$target" HZ_LIB="$lib")
+    [ "$preload" != - ] && env+=(LD_PRELOAD="$preload" HZ_LIB="$preload")
+    env "${env[@]}" timeout -k 10 "$limit" "$@" >"$log" 2>&1 </dev/null
+    rc=$?
+  fi
+  local secs
+  secs=$(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $start }")
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1))
+    printf 'PASS  %-28s %6ss\n' "$name" "$secs"
+  elif [ $rc -eq 77 ]; then
+    skipped=$((skipped + 1))
+    printf 'SKIP  %-28s %6ss  %s\n' "$name" "$secs" "$(grep -m1 SKIP "$log")"
+  else
+    failed=$((failed + 1))
+    failed_names+=("$name")
+    local why="exit status $rc"
+    [ $rc -eq 124 ] && why="timed out after ${limit}s"
+    [ $rc -gt 128 ] && [ $rc -ne 137 ] && why="killed by signal $((rc - 128)) ($(kill -l $((rc - 128))))"
+    [ $rc -eq 137 ] && why="killed (SIGKILL; timeout or out of memory)"
+    printf 'FAIL  %-28s %6ss  %s\n' "$name" "$secs" "$why"
+    tail -n 25 "$log" | sed 's/^/    | /'
+  fi
+}
+
+B=$TEST_BIN
+if [ $mode = glibc ]; then
+  g() { t "$1" "$2" - glibc "${@:3}"; }
+  g api/api 300 "$B/api/api"
+  g api/cxx 120 "$B/api/cxx"
+  g threads/stress 120 "$B/threads/stress"
+  g threads/fork 180 "$B/threads/fork"
+  g threads/churn 120 "$B/threads/churn"
+  g init/ctor 60 "$B/init/ctor"
+  g init/dlopen 60 "$B/init/dlopen"
+else
+  # The core tests run on both builds: NAME and NAME [checked].
+  core() {
+    local sfx=$1 l=$2 target=$3 hz_api=$4
+    t "api/api$sfx" 300 "$l" "$target" "$B/api/api"
+    t "api/hz$sfx" 300 - "$target" "$B/api/$hz_api"
+    t "api/cxx$sfx" 120 "$l" "$target" "$B/api/cxx"
+    t "threads/stress$sfx" 120 "$l" "$target" "$B/threads/stress"
+    t "threads/fork$sfx" 180 "$l" "$target" "$B/threads/fork"
+    t "misuse/misuse$sfx" 120 "$l" "$target" "$B/misuse/misuse"
+  }
+  core "" "$lib" hakozuna api-hz
+  h() { t "$1" "$2" "$lib" hakozuna "${@:3}"; }
+  h threads/churn 120 "$B/threads/churn"
+  h init/ctor 60 "$B/init/ctor"
+  h init/dlopen 60 "$B/init/dlopen"
+  for kind in shared archive object static; do
+    t "link/$kind" 60 - hakozuna "$B/link/link-$kind"
+  done
+  t options/options 60 - hakozuna "$B/options/options"
+  t options/stats 120 - hakozuna "$B/options/stats"
+  t options/env 60 - hakozuna "$root/tests/options/env.sh"
+  t options/json 300 - hakozuna "$root/tests/options/json.sh"
+  # These run the programs with and without LD_PRELOAD=$HZ_LIB themselves.
+  for prog in python sort gcc git sqlite; do
+    t "programs/$prog" 300 - hakozuna "$root/tests/programs/programs.sh" "$prog"
+  done
+  core " [checked]" "$lib_checked" hakozuna-checked api-hz-checked
+fi
+
+total=$((passed + failed + skipped))
+secs=$(awk "BEGIN { printf \"%.0f\", $EPOCHREALTIME - $suite_start }")
+echo "$total tests: $passed passed, $failed failed, $skipped skipped (${secs}s, logs in $logs)"
+if [ $failed -gt 0 ]; then
+  printf 'failed: %s\n' "${failed_names[*]}"
+  exit 1
+fi
+exit 0

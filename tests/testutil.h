@@ -1,0 +1,117 @@
+/* tests/testutil.h: helpers shared by the tests (patterns, sizes, RSS, time).
+ * Only the standard C library and Linux interfaces: nothing of hakozuna's. */
+#ifndef HZ_TEST_UTIL_H
+#define HZ_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* Hide a value from the optimiser, so that e.g. malloc(SIZE_MAX) is really
+ * called and not folded or warned about at compile time. */
+static inline size_t tu_opaque(size_t v) {
+  volatile size_t x = v;
+  return x;
+}
+static inline void *tu_opaque_ptr(void *p) {
+  void *volatile x = p;
+  return x;
+}
+
+static inline uint64_t tu_mix(uint64_t x) { /* splitmix64 finaliser */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* xorshift64*: *state must start non-zero. */
+static inline uint64_t tu_rand(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+/* Byte i of a pattern depends only on seed and i, so a prefix can be checked
+ * after realloc moved it. */
+static inline uint64_t tu_word(uint64_t seed, size_t k) {
+  return seed ^ ((uint64_t)(k + 1) * 0x9e3779b97f4a7c15ull);
+}
+static inline void tu_fill(void *p, size_t n, uint64_t seed) {
+  unsigned char *b = (unsigned char *)p;
+  size_t words = n / 8;
+  for (size_t k = 0; k < words; k++) {
+    uint64_t w = tu_word(seed, k);
+    memcpy(b + 8 * k, &w, 8);
+  }
+  if (n % 8) {
+    uint64_t w = tu_word(seed, words);
+    memcpy(b + 8 * words, &w, n % 8);
+  }
+}
+/* Returns 0 if p[0..n) holds the pattern, else 1 + the first bad offset. */
+static inline size_t tu_verify(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *b = (const unsigned char *)p;
+  size_t words = n / 8;
+  for (size_t k = 0; k < words; k++) {
+    uint64_t w = tu_word(seed, k);
+    if (memcmp(b + 8 * k, &w, 8) != 0) {
+      for (size_t i = 0; i < 8; i++)
+        if (b[8 * k + i] != ((unsigned char *)&w)[i]) return 8 * k + i + 1;
+    }
+  }
+  if (n % 8) {
+    uint64_t w = tu_word(seed, words);
+    for (size_t i = 0; i < n % 8; i++)
+      if (b[8 * words + i] != ((unsigned char *)&w)[i]) return 8 * words + i + 1;
+  }
+  return 0;
+}
+/* Returns 0 if p[0..n) is all zero, else 1 + the first non-zero offset. */
+static inline size_t tu_nonzero(const void *p, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    uint64_t w[8], acc = 0;
+    memcpy(w, b + i, 64);
+    for (int k = 0; k < 8; k++) acc |= w[k];
+    if (acc) break;
+  }
+  for (; i < n; i++)
+    if (b[i]) return i + 1;
+  return 0;
+}
+
+static inline double tu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Resident set size in bytes, from /proc/self/statm (-1 if unreadable). */
+static inline long tu_rss(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, resident = -1;
+  if (!f) return -1;
+  if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+  fclose(f);
+  return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
+}
+
+/* An environment variable as a number, or def. */
+static inline double tu_env_double(const char *name, double def) {
+  const char *v = getenv(name);
+  return v && *v ? strtod(v, NULL) : def;
+}
+
+#endif /* HZ_TEST_UTIL_H */
