@@ -87,7 +87,7 @@ void hz_options_markdown(FILE *out);
 typedef struct hz_class_stats_s {
   size_t block_size;     /* 0 for unused rows */
   uint64_t live;         /* blocks allocated now */
-  uint64_t peak;         /* highest live seen at a refill (approximate) */
+  uint64_t peak;         /* most blocks of the class in spans at once (per thread, summed) */
   uint64_t mallocs;
   uint64_t frees;        /* all frees, local and remote */
   uint64_t remote_frees; /* frees by a thread other than the owner */

@@ -35,7 +35,6 @@ const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 
 static char *hz_meta_next, *hz_meta_end;
 
 /* Blocks of each class in spans in use, and the highest that reached. */
-_Atomic uint64_t hz_class_blocks[HZ_NCLASS], hz_class_blocks_peak[HZ_NCLASS];
 
 static void heap_key_destructor(void *arg);
 static void fork_prepare(void);
@@ -128,10 +127,9 @@ static void list_remove(hz_heap_t *h, hz_span_t *s) {
 }
 
 /* ---- spans ---- */
-static void class_blocks_add(uint32_t c, int64_t n) {
-  uint64_t now = atomic_fetch_add_explicit(&hz_class_blocks[c], (uint64_t)n, memory_order_relaxed) + (uint64_t)n;
-  if (n > 0 && now > atomic_load_explicit(&hz_class_blocks_peak[c], memory_order_relaxed))
-    atomic_store_explicit(&hz_class_blocks_peak[c], now, memory_order_relaxed);
+static void class_blocks_add(hz_heap_t *h, uint32_t c, int64_t n) {
+  uint64_t now = h->n.span_blocks[c] += (uint64_t)n;
+  if (now > h->n.span_blocks_peak[c]) h->n.span_blocks_peak[c] = now;
 }
 
 static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
@@ -145,7 +143,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->carved = 0;
   s->used = 0;
   s->free = s->local_free = NULL;
-  class_blocks_add(c, s->capacity);
+  class_blocks_add(h, c, s->capacity);
 }
 
 /* Put the next few never-used blocks on the free list: touching a page at a
@@ -201,7 +199,7 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
 }
 
 static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
-  if (s->kind == HZ_SPAN_SMALL) class_blocks_add(s->cls, -(int64_t)s->capacity);
+  if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = s->local_free = NULL;

@@ -104,7 +104,9 @@ typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
 
 struct hz_heap_s;
 
-typedef struct hz_span_s {
+/* 128 bytes, aligned: neighbouring descriptors in a segment header belong to
+ * spans of different threads, and must not share cache lines. */
+typedef struct __attribute__((aligned(128))) hz_span_s {
   /* Fast-path fields first: one cache line covers malloc and free. */
   hz_block_t *free;             /* ready to hand out (owner only) */
   hz_block_t *local_free;       /* freed by the owner (owner only) */
@@ -125,6 +127,7 @@ typedef struct hz_span_s {
   struct hz_span_s *next, *prev; /* class list or cache list */
   uint64_t cached_at;           /* ms, while in a heap's span cache */
 } hz_span_t;
+_Static_assert(sizeof(hz_span_t) == 128, "span descriptors are two cache lines");
 
 typedef struct hz_segment_s {
   uint64_t free_mask[HZ_SLICES / 64];  /* slices in the global pool */
@@ -174,6 +177,8 @@ typedef struct hz_heap_counters_s {
   uint64_t free[HZ_NCLASS + 1];  /* large blocks only */
   uint64_t remote_free[HZ_NCLASS + 1];
   uint64_t refill[HZ_NCLASS + 1];
+  uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
+  uint64_t span_blocks_peak[HZ_NCLASS];
 } hz_heap_counters_t;
 
 typedef struct hz_heap_s {
@@ -262,7 +267,6 @@ void hz_huge_fork_prepare(void);
 void hz_huge_fork_parent(void);
 void hz_huge_fork_child(void);
 extern _Atomic uint64_t hz_large_live_bytes;
-extern _Atomic uint64_t hz_class_blocks[HZ_NCLASS], hz_class_blocks_peak[HZ_NCLASS];
 
 /* ---- check.c ---- */
 __attribute__((noreturn, cold)) void hz_fatal(const char *fmt, ...);

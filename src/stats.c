@@ -33,6 +33,7 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
       cs[c].mallocs += h->n.malloc[c];
       cs[c].remote_frees += h->n.remote_free[c];
       cs[c].refills += h->n.refill[c];
+      cs[c].peak += h->n.span_blocks_peak[c];
     }
     out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
     out->large_frees += h->n.free[HZ_CLASS_LARGE];
@@ -43,7 +44,6 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
     cs[c].live = live[c] < cs[c].mallocs ? live[c] : cs[c].mallocs;
     cs[c].frees = cs[c].mallocs - cs[c].live;
-    cs[c].peak = atomic_load_explicit(&hz_class_blocks_peak[c], memory_order_relaxed);
     out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
   }
   out->large_live_bytes = atomic_load_explicit(&hz_large_live_bytes, memory_order_relaxed);
@@ -84,7 +84,7 @@ HZ_EXPORT void hz_stats_print(FILE *f) {
   fprintf(f, "   huge %10llu %10s %12llu %12llu  (%.1f MiB live)\n",
           (unsigned long long)(st.huge_allocs - st.huge_frees), "-", (unsigned long long)st.huge_allocs,
           (unsigned long long)st.huge_frees, mib(st.huge_live_bytes));
-  fprintf(f, "  * peak: most blocks of the class in spans at once\n");
+  fprintf(f, "  * peak: most blocks of the class in spans at once, summed over thread heaps\n");
   fprintf(f, "memory: %.1f MiB reserved, %.1f MiB committed, %.1f MiB in use, %.1f MiB returned to the OS\n",
           mib(st.bytes_reserved), mib(st.bytes_committed), mib(st.bytes_in_use), mib(st.bytes_returned));
   fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st.current_rss),
