@@ -1,12 +1,19 @@
-/* Segments, the segment map and the global span pool.
+/* Segments, the segment map and the span pools.
  *
  * Address space comes from the OS in regions (HAKOZUNA_ARENA_RESERVE MiB),
  * cut into 4 MiB segments. Each segment tracks its 128 slices in two bitmaps:
  * free (in the pool) and dirty (free but possibly still backed by memory).
- * Spans are runs of slices; bitmaps make coalescing free runs automatic.
+ * Spans are runs of slices; bitmaps make coalescing free runs automatic and
+ * finding a run a few word operations.
+ *
+ * There are several pools ("arenas", one per CPU up to 16), each with its own
+ * lock, segments and regions; a heap takes spans from the arena it was given
+ * when it was created, and a span goes back to the arena of its segment. So
+ * threads contend on a span pool only with the few others sharing it.
+ *
  * Dirty slices are returned with madvise once they have been free for
- * HAKOZUNA_PURGE_DELAY ms: from the allocating threads' slow paths, from a
- * small background thread while the program idles, and at once on
+ * HAKOZUNA_PURGE_DELAY ms: from the allocating threads when they return spans,
+ * from a small background thread while the program idles, and at once on
  * malloc_trim / hz_collect. */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -14,84 +21,122 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 uint8_t hz_segmap[HZ_SEGMAP_LEN];
 
-static hz_lock_t hz_arena_lock = HZ_LOCK_INIT;
-static hz_segment_t *hz_segments;      /* every segment, newest first */
-static hz_segment_t *hz_segment_hint;  /* where the last search succeeded */
-static uintptr_t hz_region_next, hz_region_end;
-static uint64_t hz_segment_count, hz_reserved_bytes;
-static uint64_t hz_free_clean_slices;  /* free slices known not to be backed */
-static uint64_t hz_dirty_slices;
-static uint64_t hz_last_purge_ms;
+typedef unsigned __int128 hz_mask_t; /* one bit per slice */
 
+typedef struct __attribute__((aligned(64))) hz_arena_s {
+  hz_lock_t lock;
+  hz_segment_t *segments;     /* newest first */
+  hz_segment_t *hint;         /* where the last search succeeded */
+  uintptr_t region_next, region_end;
+  uint64_t segment_count, reserved_bytes;
+  uint64_t free_clean_slices; /* free slices known not to be backed */
+  uint64_t dirty_slices;
+  uint64_t last_purge_ms;
+} hz_arena_t;
+
+#define HZ_ARENAS_MAX 16
+static hz_arena_t hz_arenas[HZ_ARENAS_MAX];
+static uint32_t hz_arena_count = 1;
+
+static hz_lock_t hz_purge_lock = HZ_LOCK_INIT;
 static pthread_cond_t hz_purge_cv = PTHREAD_COND_INITIALIZER;
 static bool hz_purge_thread_started, hz_purge_thread_idle;
 
-void hz_arena_init(void) { hz_last_purge_ms = hz_os_now_ms(); }
-
-/* ---- bitmap helpers (128 bits as two words) ---- */
-static inline bool bit_get(const uint64_t *m, size_t i) { return (m[i >> 6] >> (i & 63)) & 1; }
-static inline void bits_set(uint64_t *m, size_t i, size_t n, bool on) {
-  for (size_t j = i; j < i + n; j++) {
-    if (on) m[j >> 6] |= (uint64_t)1 << (j & 63);
-    else m[j >> 6] &= ~((uint64_t)1 << (j & 63));
+void hz_arena_init(void) {
+  long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  hz_arena_count = cpus < 1 ? 1 : cpus > HZ_ARENAS_MAX ? HZ_ARENAS_MAX : (uint32_t)cpus;
+  uint64_t now = hz_os_now_ms();
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_lock_reinit(&hz_arenas[i].lock);
+    hz_arenas[i].last_purge_ms = now;
   }
 }
-static size_t bits_count(const uint64_t *m, size_t i, size_t n) {
-  size_t c = 0;
-  for (size_t j = i; j < i + n; j++) c += bit_get(m, j);
-  return c;
+
+uint32_t hz_arena_pick(uint32_t heap_index) { return heap_index % hz_arena_count; }
+
+/* ---- bitmaps ---- */
+static inline hz_mask_t mask_get(const uint64_t *m) { return (hz_mask_t)m[0] | (hz_mask_t)m[1] << 64; }
+static inline void mask_put(uint64_t *m, hz_mask_t v) {
+  m[0] = (uint64_t)v;
+  m[1] = (uint64_t)(v >> 64);
+}
+static inline hz_mask_t mask_run(size_t i, size_t n) {
+  hz_mask_t ones = n >= 128 ? ~(hz_mask_t)0 : (((hz_mask_t)1 << n) - 1);
+  return ones << i;
+}
+static inline size_t mask_ctz(hz_mask_t v) {
+  uint64_t lo = (uint64_t)v;
+  return lo ? (size_t)__builtin_ctzll(lo) : 64 + (size_t)__builtin_ctzll((uint64_t)(v >> 64));
+}
+static inline size_t mask_popcount(hz_mask_t v) {
+  return (size_t)__builtin_popcountll((uint64_t)v) + (size_t)__builtin_popcountll((uint64_t)(v >> 64));
 }
 
-/* First run of n free slices starting at a multiple of align; 0 if none
+/* Bits set where a run of n free slices starts: AND the mask with itself
+ * shifted, doubling the covered length each step. */
+static hz_mask_t run_starts(hz_mask_t free, size_t n) {
+  hz_mask_t x = free;
+  for (size_t have = 1; have < n;) {
+    size_t step = have < n - have ? have : n - have;
+    x &= x >> step;
+    have += step;
+  }
+  return x;
+}
+
+/* Start of the first run of n free slices at a multiple of align; 0 if none
  * (slice 0 is the header, never free). */
 static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align) {
-  size_t run = 0;
-  for (size_t i = 1; i < HZ_SLICES; i++) {
-    if (!bit_get(seg->free_mask, i)) { run = 0; continue; }
-    if (run == 0 && (i % align) != 0) continue;
-    if (++run == n) return i + 1 - n;
+  hz_mask_t x = run_starts(mask_get(seg->free_mask), n);
+  if (align > 1) {
+    hz_mask_t aligned = 0;
+    for (size_t i = align; i < HZ_SLICES; i += align) aligned |= (hz_mask_t)1 << i;
+    x &= aligned;
   }
-  return 0;
+  return x ? mask_ctz(x) : 0;
 }
 
-static hz_segment_t *segment_new(void) {
-  if (hz_region_next == hz_region_end) {
+static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
+  if (a->region_next == a->region_end) {
     size_t want = (size_t)hz_opt(HZ_OPTION_ARENA_RESERVE) << 20;
     want = (want + HZ_SEG_MASK) & ~HZ_SEG_MASK;
     void *r = hz_os_map(want, HZ_SEG_SIZE);
     if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_map(want = HZ_SEG_SIZE, HZ_SEG_SIZE);
     if (r == NULL) return NULL;
     if (hz_opt(HZ_OPTION_THP)) hz_os_advise_huge(r, want, true);
-    hz_region_next = (uintptr_t)r;
-    hz_region_end = hz_region_next + want;
-    hz_reserved_bytes += want;
+    a->region_next = (uintptr_t)r;
+    a->region_end = a->region_next + want;
+    a->reserved_bytes += want;
   }
-  hz_segment_t *seg = (hz_segment_t *)hz_region_next;
-  hz_region_next += HZ_SEG_SIZE;
+  hz_segment_t *seg = (hz_segment_t *)a->region_next;
+  a->region_next += HZ_SEG_SIZE;
   /* Fresh OS memory is zero: descriptors start as free spans (kind 0). */
   for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_span[i] = &seg->spans[i];
-  bits_set(seg->free_mask, 1, HZ_SLICES - 1, true);
+  mask_put(seg->free_mask, mask_run(1, HZ_SLICES - 1));
   seg->free_slices = HZ_SLICES - 1;
-  seg->next = hz_segments;
-  hz_segments = seg;
-  hz_segment_count++;
-  hz_free_clean_slices += HZ_SLICES - 1;
+  seg->arena = arena_index;
+  seg->next = a->segments;
+  a->segments = seg;
+  a->segment_count++;
+  a->free_clean_slices += HZ_SLICES - 1;
   hz_segmap[(uintptr_t)seg >> HZ_SEG_SHIFT] = HZ_MAP_SPANS;
   return seg;
 }
 
-static hz_span_t *segment_take(hz_segment_t *seg, size_t idx, size_t n) {
-  size_t dirty = bits_count(seg->dirty_mask, idx, n);
-  bits_set(seg->free_mask, idx, n, false);
-  bits_set(seg->dirty_mask, idx, n, false);
+static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, size_t n) {
+  hz_mask_t run = mask_run(idx, n), dirty_mask = mask_get(seg->dirty_mask);
+  size_t dirty = mask_popcount(dirty_mask & run);
+  mask_put(seg->free_mask, mask_get(seg->free_mask) & ~run);
+  mask_put(seg->dirty_mask, dirty_mask & ~run);
   seg->free_slices -= (uint32_t)n;
-  hz_free_clean_slices -= n - dirty;
-  hz_dirty_slices -= dirty;
-  for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = &seg->spans[idx];
+  a->free_clean_slices -= n - dirty;
+  a->dirty_slices -= dirty;
   hz_span_t *s = &seg->spans[idx];
+  for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = s;
   memset(s, 0, sizeof *s);
   s->slice_index = (uint16_t)idx;
   s->slice_count = (uint16_t)n;
@@ -100,117 +145,143 @@ static hz_span_t *segment_take(hz_segment_t *seg, size_t idx, size_t n) {
   return s;
 }
 
-hz_span_t *hz_arena_alloc_span(size_t n, size_t align) {
+hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
+  hz_arena_t *a = &hz_arenas[arena_index];
   hz_span_t *s = NULL;
-  hz_lock(&hz_arena_lock);
-  hz_segment_t *first = hz_segment_hint ? hz_segment_hint : hz_segments;
+  hz_lock(&a->lock);
+  hz_segment_t *first = a->hint ? a->hint : a->segments;
   for (int pass = 0; pass < 2 && s == NULL; pass++) {
-    for (hz_segment_t *seg = pass ? hz_segments : first; seg != NULL; seg = seg->next) {
+    for (hz_segment_t *seg = pass ? a->segments : first; seg != NULL; seg = seg->next) {
       if (pass && seg == first) break;
       if (seg->free_slices < n) continue;
       size_t idx = segment_find_run(seg, n, align);
-      if (idx) { s = segment_take(seg, idx, n); hz_segment_hint = seg; break; }
+      if (idx) {
+        s = segment_take(a, seg, idx, n);
+        a->hint = seg;
+        break;
+      }
     }
   }
   if (s == NULL) {
-    hz_segment_t *seg = segment_new();
+    hz_segment_t *seg = segment_new(a, arena_index);
     size_t idx = seg ? segment_find_run(seg, n, align) : 0;
-    if (idx) { s = segment_take(seg, idx, n); hz_segment_hint = seg; }
+    if (idx) {
+      s = segment_take(a, seg, idx, n);
+      a->hint = seg;
+    }
   }
-  hz_unlock(&hz_arena_lock);
+  hz_unlock(&a->lock);
   return s;
 }
 
-static void purge_locked(bool force);
+/* Return dirty free slices of one arena: all of them (force) or those whose
+ * segment has had no free for the purge delay. Called with its lock held. */
+static void purge_locked(hz_arena_t *a, bool force) {
+  uint64_t now = hz_os_now_ms();
+  long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
+  a->last_purge_ms = now;
+  if (a->dirty_slices == 0) return;
+  for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next) {
+    hz_mask_t dirty = mask_get(seg->dirty_mask);
+    if (!dirty) continue;
+    if (!force && (delay < 0 || now - seg->freed_at < (uint64_t)delay)) continue;
+    while (dirty) {
+      size_t i = mask_ctz(dirty), j = i;
+      while (j < HZ_SLICES && ((dirty >> j) & 1)) j++;
+      hz_os_purge((char *)seg + i * HZ_SLICE_SIZE, (j - i) * HZ_SLICE_SIZE);
+      dirty &= ~mask_run(i, j - i);
+      a->dirty_slices -= j - i;
+      a->free_clean_slices += j - i;
+    }
+    mask_put(seg->dirty_mask, 0);
+  }
+}
+
 static void purge_thread_start(void);
 
 void hz_arena_free_span(hz_span_t *s) {
   hz_segment_t *seg = hz_segment_of((void *)s->start);
-  size_t idx = s->slice_index, n = s->slice_count;
+  hz_arena_t *a = &hz_arenas[seg->arena];
+  hz_mask_t run = mask_run(s->slice_index, s->slice_count);
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = s->local_free = NULL;
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   uint64_t now = hz_os_now_ms();
-  bool start_thread = false;
-  hz_lock(&hz_arena_lock);
-  bits_set(seg->free_mask, idx, n, true);
-  bits_set(seg->dirty_mask, idx, n, true);
-  seg->free_slices += (uint32_t)n;
+  hz_lock(&a->lock);
+  mask_put(seg->free_mask, mask_get(seg->free_mask) | run);
+  mask_put(seg->dirty_mask, mask_get(seg->dirty_mask) | run);
+  seg->free_slices += s->slice_count;
   seg->freed_at = now;
-  hz_dirty_slices += n;
-  if (delay == 0) purge_locked(true);
-  else if (delay > 0 && now - hz_last_purge_ms >= (uint64_t)delay) purge_locked(false);
-  if (delay > 0 && hz_opt(HZ_OPTION_PURGE_THREAD)) {
-    if (!hz_purge_thread_started) start_thread = hz_purge_thread_started = true;
-    else if (hz_purge_thread_idle) pthread_cond_signal(&hz_purge_cv);
-  }
-  hz_unlock(&hz_arena_lock);
-  if (start_thread) purge_thread_start();
-}
-
-/* Return dirty free slices: all of them (force) or those free for longer
- * than the purge delay. */
-static void purge_locked(bool force) {
-  uint64_t now = hz_os_now_ms();
-  long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
-  hz_last_purge_ms = now;
-  if (hz_dirty_slices == 0) return;
-  for (hz_segment_t *seg = hz_segments; seg != NULL; seg = seg->next) {
-    if (!(seg->dirty_mask[0] | seg->dirty_mask[1])) continue;
-    if (!force && (delay < 0 || now - seg->freed_at < (uint64_t)delay)) continue;
-    for (size_t i = 1; i < HZ_SLICES;) {
-      if (!bit_get(seg->dirty_mask, i)) { i++; continue; }
-      size_t j = i;
-      while (j < HZ_SLICES && bit_get(seg->dirty_mask, j)) j++;
-      hz_os_purge((char *)seg + i * HZ_SLICE_SIZE, (j - i) * HZ_SLICE_SIZE);
-      bits_set(seg->dirty_mask, i, j - i, false);
-      hz_dirty_slices -= j - i;
-      hz_free_clean_slices += j - i;
-      i = j;
-    }
-  }
+  a->dirty_slices += s->slice_count;
+  if (delay == 0) purge_locked(a, true);
+  else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
+  hz_unlock(&a->lock);
+  if (delay <= 0 || !hz_opt(HZ_OPTION_PURGE_THREAD)) return;
+  /* wake the purge thread if it sleeps; start it the first time */
+  bool start = false;
+  hz_lock(&hz_purge_lock);
+  if (!hz_purge_thread_started) start = hz_purge_thread_started = true;
+  else if (hz_purge_thread_idle) pthread_cond_signal(&hz_purge_cv);
+  hz_unlock(&hz_purge_lock);
+  if (start) purge_thread_start();
 }
 
 void hz_arena_purge(bool force) {
-  hz_lock(&hz_arena_lock);
-  purge_locked(force);
-  hz_unlock(&hz_arena_lock);
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    hz_lock(&a->lock);
+    purge_locked(a, force);
+    hz_unlock(&a->lock);
+  }
+}
+
+static uint64_t dirty_total(void) {
+  uint64_t d = 0;
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) d += __atomic_load_n(&hz_arenas[i].dirty_slices, __ATOMIC_RELAXED);
+  return d;
 }
 
 /* Blocks in use per class, from the spans themselves (racy reads of other
  * threads' counts: good enough for statistics). */
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
-  hz_lock(&hz_arena_lock);
-  for (hz_segment_t *seg = hz_segments; seg != NULL; seg = seg->next)
-    for (size_t i = 1; i < HZ_SLICES; i++) {
-      const hz_span_t *s = &seg->spans[i];
-      if (seg->slice_span[i] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += s->used - s->pinned;
-    }
-  hz_unlock(&hz_arena_lock);
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    hz_lock(&a->lock);
+    for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next)
+      for (size_t j = 1; j < HZ_SLICES; j++) {
+        const hz_span_t *s = &seg->spans[j];
+        if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += s->used - s->pinned;
+      }
+    hz_unlock(&a->lock);
+  }
 }
 
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed) {
-  hz_lock(&hz_arena_lock);
-  *segments = hz_segment_count;
-  *reserved = hz_reserved_bytes;
-  /* Everything in segments except free slices known clean (headers count). */
-  *committed = (hz_segment_count * HZ_SLICES - hz_free_clean_slices) * HZ_SLICE_SIZE;
-  hz_unlock(&hz_arena_lock);
+  *segments = *reserved = *committed = 0;
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    hz_lock(&a->lock);
+    *segments += a->segment_count;
+    *reserved += a->reserved_bytes;
+    /* everything in segments except free slices known clean (headers count) */
+    *committed += (a->segment_count * HZ_SLICES - a->free_clean_slices) * HZ_SLICE_SIZE;
+    hz_unlock(&a->lock);
+  }
 }
 
 /* ---- the purge thread ----
- * Sleeps until memory is freed to the pool, then wakes every purge delay
- * until nothing dirty is left; a program that frees and then idles gets its
- * memory returned without calling the allocator again. */
+ * Sleeps until memory is freed to a pool, then wakes every purge delay until
+ * nothing dirty is left: a program that frees and then idles gets its memory
+ * returned without calling the allocator again. */
 static void *purge_thread_main(void *arg) {
   (void)arg;
-  hz_lock(&hz_arena_lock);
+  hz_lock(&hz_purge_lock);
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
-    if (hz_dirty_slices == 0 || delay < 0) {
+    if (dirty_total() == 0 || delay < 0) {
       hz_purge_thread_idle = true;
-      pthread_cond_wait(&hz_purge_cv, &hz_arena_lock.m);
+      pthread_cond_wait(&hz_purge_cv, &hz_purge_lock.m);
       hz_purge_thread_idle = false;
       continue;
     }
@@ -219,13 +290,16 @@ static void *purge_thread_main(void *arg) {
     long ms = delay < 10 ? 10 : delay;
     ts.tv_sec += ms / 1000;
     ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    pthread_cond_timedwait(&hz_purge_cv, &hz_arena_lock.m, &ts);
-    purge_locked(false);
-    hz_unlock(&hz_arena_lock);
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&hz_purge_cv, &hz_purge_lock.m, &ts);
+    hz_unlock(&hz_purge_lock);
+    hz_arena_purge(false);
     hz_huge_purge(false);
     hz_heaps_collect_abandoned();
-    hz_lock(&hz_arena_lock);
+    hz_lock(&hz_purge_lock);
   }
   return NULL;
 }
@@ -246,10 +320,18 @@ static void purge_thread_start(void) {
   else hz_verbose("cannot start the purge thread (error %d); purging from allocating threads only", rc);
 }
 
-void hz_arena_fork_prepare(void) { hz_lock(&hz_arena_lock); }
-void hz_arena_fork_parent(void) { hz_unlock(&hz_arena_lock); }
+/* fork: all arena locks and the purge lock are taken by the forking thread */
+void hz_arena_fork_prepare(void) {
+  hz_lock(&hz_purge_lock);
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) hz_lock(&hz_arenas[i].lock);
+}
+void hz_arena_fork_parent(void) {
+  for (uint32_t i = HZ_ARENAS_MAX; i-- > 0;) hz_unlock(&hz_arenas[i].lock);
+  hz_unlock(&hz_purge_lock);
+}
 void hz_arena_fork_child(void) {
-  hz_lock_reinit(&hz_arena_lock);
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) hz_lock_reinit(&hz_arenas[i].lock);
+  hz_lock_reinit(&hz_purge_lock);
   pthread_cond_init(&hz_purge_cv, NULL);
   hz_purge_thread_started = hz_purge_thread_idle = false; /* threads do not survive fork */
 }

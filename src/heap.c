@@ -87,6 +87,8 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   if (h != NULL) {
     hz_heaps_abandoned = h->next_abandoned;
   } else if ((h = meta_alloc(sizeof *h)) != NULL) {
+    static uint32_t heaps_made;
+    h->arena = hz_arena_pick(heaps_made++);
     for (uint32_t c = 0; c < HZ_NCLASS; c++) h->cur[c] = &hz_span_empty;
     h->next_all = atomic_load_explicit(&hz_heaps_all, memory_order_relaxed);
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
@@ -190,10 +192,10 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     s->zeroed = 0;
     return s;
   }
-  s = hz_arena_alloc_span(slices, align);
+  s = hz_arena_alloc_span(h->arena, slices, align);
   if (s == NULL && h->cache_slices) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
-    s = hz_arena_alloc_span(slices, align);
+    s = hz_arena_alloc_span(h->arena, slices, align);
   }
   return s;
 }

@@ -135,6 +135,7 @@ typedef struct hz_segment_s {
   uint64_t freed_at;                   /* ms: last time slices came back */
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
+  uint32_t arena;                      /* index of the pool it belongs to */
   struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
   hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
 } hz_segment_t;
@@ -194,6 +195,7 @@ typedef struct hz_heap_s {
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
+  uint32_t arena;                       /* span pool this heap takes from */
 } hz_heap_t;
 
 extern __thread hz_heap_t *hz_tls_heap;
@@ -225,7 +227,8 @@ static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
 
 /* ---- arena.c ---- */
 void hz_arena_init(void);
-hz_span_t *hz_arena_alloc_span(size_t slices, size_t align_slices);
+uint32_t hz_arena_pick(uint32_t heap_index);
+hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices);
 void hz_arena_free_span(hz_span_t *s);
 void hz_arena_purge(bool force);
 void hz_arena_fork_prepare(void);
