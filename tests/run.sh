@@ -63,7 +63,8 @@ t() {
   else
     local env=(HZ_TEST_TARGET="$target" HZ_LIB="$lib")
     [ "$preload" != - ] && env+=(LD_PRELOAD="$preload" HZ_LIB="$preload")
-    env "${env[@]}" timeout -k 10 "$limit" "$@" >"$log" 2>&1 </dev/null
+    # (the outer 2>/dev/null: no "Segmentation fault" line from bash itself)
+    { env "${env[@]}" timeout -k 10 "$limit" "$@" >"$log" 2>&1 </dev/null; } 2>/dev/null
     rc=$?
   fi
   local secs

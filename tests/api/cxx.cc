@@ -71,47 +71,64 @@ static const std::size_t sizes[] = {0,     1,      16,     100,      1000,
 static const std::size_t aligns[] = {16, 32, 64, 256, 4096, 65536,
                                      1 << 20, 4 << 20};
 
+// One size (and alignment) through every form; bad_alloc is a failure.
+static void forms_plain(std::size_t n) {
+  const std::size_t al = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+  void *p = op_new(n);
+  use(p, n, al, "operator new");
+  op_del(p);
+  p = op_new_arr(n);
+  use(p, n, al, "operator new[]");
+  op_del_arr(p);
+  p = op_new(n);
+  use(p, n, al, "operator new");
+  op_del_sized(p, n);
+  p = op_new_arr(n);
+  use(p, n, al, "operator new[]");
+  op_del_arr_sized(p, n);
+  p = op_new_nt(n, std::nothrow);
+  use(p, n, al, "operator new(nothrow)");
+  op_del_nt(p, std::nothrow);
+  p = op_new_arr_nt(n, std::nothrow);
+  use(p, n, al, "operator new[](nothrow)");
+  op_del_arr(p);
+}
+
+static void forms_aligned(std::size_t n, std::size_t a) {
+  std::align_val_t av{a};
+  void *p = op_new_al(n, av);
+  use(p, n, a, "operator new(align)");
+  op_del_al(p, av);
+  p = op_new_arr_al(n, av);
+  use(p, n, a, "operator new[](align)");
+  op_del_arr_al(p, av);
+  p = op_new_al(n, av);
+  use(p, n, a, "operator new(align)");
+  op_del_sized_al(p, n, av);
+  p = op_new_arr_al(n, av);
+  use(p, n, a, "operator new[](align)");
+  op_del_arr_sized_al(p, n, av);
+  p = op_new_al_nt(n, av, std::nothrow);
+  use(p, n, a, "operator new(align, nothrow)");
+  op_del_al_nt(p, av, std::nothrow);
+  p = op_new_arr_al_nt(n, av, std::nothrow);
+  use(p, n, a, "operator new[](align, nothrow)");
+  op_del_arr_al(p, av);
+}
+
 static void test_forms() {
   for (std::size_t n : sizes) {
-    const std::size_t al = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
-    void *p = op_new(n);
-    use(p, n, al, "operator new");
-    op_del(p);
-    p = op_new_arr(n);
-    use(p, n, al, "operator new[]");
-    op_del_arr(p);
-    p = op_new(n);
-    use(p, n, al, "operator new");
-    op_del_sized(p, n);
-    p = op_new_arr(n);
-    use(p, n, al, "operator new[]");
-    op_del_arr_sized(p, n);
-    p = op_new_nt(n, std::nothrow);
-    use(p, n, al, "operator new(nothrow)");
-    op_del_nt(p, std::nothrow);
-    p = op_new_arr_nt(n, std::nothrow);
-    use(p, n, al, "operator new[](nothrow)");
-    op_del_arr(p);
+    try {
+      forms_plain(n);
+    } catch (const std::bad_alloc &) {
+      CHECKF(false, "operator new(%zu) threw std::bad_alloc", n);
+    }
     for (std::size_t a : aligns) {
-      std::align_val_t av{a};
-      p = op_new_al(n, av);
-      use(p, n, a, "operator new(align)");
-      op_del_al(p, av);
-      p = op_new_arr_al(n, av);
-      use(p, n, a, "operator new[](align)");
-      op_del_arr_al(p, av);
-      p = op_new_al(n, av);
-      use(p, n, a, "operator new(align)");
-      op_del_sized_al(p, n, av);
-      p = op_new_arr_al(n, av);
-      use(p, n, a, "operator new[](align)");
-      op_del_arr_sized_al(p, n, av);
-      p = op_new_al_nt(n, av, std::nothrow);
-      use(p, n, a, "operator new(align, nothrow)");
-      op_del_al_nt(p, av, std::nothrow);
-      p = op_new_arr_al_nt(n, av, std::nothrow);
-      use(p, n, a, "operator new[](align, nothrow)");
-      op_del_arr_al(p, av);
+      try {
+        forms_aligned(n, a);
+      } catch (const std::bad_alloc &) {
+        CHECKF(false, "operator new(%zu, align %zu) threw std::bad_alloc", n, a);
+      }
     }
   }
   // new-expressions too

@@ -24,7 +24,7 @@ def digest(obj):
 
 def main():
     results = {}
-    d = build(1, 50000)
+    d = build(1, 20000)
     text = json.dumps(d, sort_keys=True)
     back = json.loads(text)
     assert back == d
@@ -35,7 +35,7 @@ def main():
     words = text.replace('"', " ").replace(",", " ").split()
     results["counter"] = Counter(words).most_common(5)
     groups = defaultdict(list)
-    for w in words[:200000]:
+    for w in words[:100000]:
         groups[len(w)].append(w)
     results["groups"] = sorted((k, len(v)) for k, v in groups.items())
     results["bigint"] = str(3 ** 20000 % (10 ** 40))
@@ -44,7 +44,7 @@ def main():
     out = [None] * 8
 
     def worker(t):
-        local = build(t + 100, 20000)
+        local = build(t + 100, 5000)
         s = json.dumps(local, sort_keys=True)
         out[t] = (len(s), digest(json.loads(s)))
 

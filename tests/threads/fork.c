@@ -4,7 +4,8 @@
  * thread forks too, and main forks repeatedly. Every child checks and frees
  * blocks it inherited, allocates in all size ranges, starts a thread that
  * allocates, sometimes forks a grandchild, and exits 0. A deadlock in a
- * child ends it by its alarm (SIGALRM), one in the parent by the watchdog. */
+ * child ends it by its alarm (SIGALRM), one in the parent by the watchdog.
+ * Up to 100 + 30 forks, fewer if HZ_FORK_SECONDS (4) run out first. */
 #include "check.h"
 #include "testutil.h"
 
@@ -18,6 +19,9 @@
 #define TABLE 256
 #define MAIN_FORKS 100
 #define THREAD_FORKS 30
+#define MIN_FORKS 10 /* each, even on a slow machine */
+
+static double deadline; /* stop forking after HZ_FORK_SECONDS (default 4) */
 
 static void *inherited[INHERITED];
 static void *table[TABLE];
@@ -120,9 +124,13 @@ static void *allocator(void *arg) {
   return NULL;
 }
 
+static int keep_forking(int done, int max) {
+  return done < max && !check_failed() && (done < MIN_FORKS || tu_now() < deadline);
+}
+
 static void *forker(void *arg) {
-  (void)arg;
-  for (int i = 0; i < THREAD_FORKS && !check_failed(); i++) fork_and_wait("a thread");
+  int *done = arg;
+  for (; keep_forking(*done, THREAD_FORKS); ++*done) fork_and_wait("a thread");
   return NULL;
 }
 
@@ -132,12 +140,15 @@ TEST_MAIN() {
     inherited[i] = malloc(inherited_size(i));
     if (CHECK(inherited[i])) tu_fill(inherited[i], inherited_size(i), i);
   }
+  deadline = tu_now() + tu_env_double("HZ_FORK_SECONDS", 4);
   pthread_t th[3];
+  int main_forks = 0, thread_forks = 0;
   CHECK(pthread_create(&th[0], NULL, allocator, (void *)1) == 0);
   CHECK(pthread_create(&th[1], NULL, allocator, (void *)2) == 0);
-  CHECK(pthread_create(&th[2], NULL, forker, NULL) == 0);
-  for (int i = 0; i < MAIN_FORKS && !check_failed(); i++) fork_and_wait("main");
+  CHECK(pthread_create(&th[2], NULL, forker, &thread_forks) == 0);
+  for (; keep_forking(main_forks, MAIN_FORKS); main_forks++) fork_and_wait("main");
   CHECK(pthread_join(th[2], NULL) == 0);
+  printf("%d forks from main, %d from a thread\n", main_forks, thread_forks);
   stop = 1;
   CHECK(pthread_join(th[0], NULL) == 0);
   CHECK(pthread_join(th[1], NULL) == 0);
