@@ -308,7 +308,7 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
     h->n.free[HZ_CLASS_LARGE]++;
     if (HZ_LARGE_GUARD)
       hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
-    atomic_fetch_sub_explicit(&hz_large_live_bytes, s->block_size, memory_order_relaxed);
+    h->n.large_bytes -= s->block_size;
     heap_retire_span(h, s, may_cache);
     return;
   }

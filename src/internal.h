@@ -180,6 +180,7 @@ typedef struct hz_heap_counters_s {
   uint64_t refill[HZ_NCLASS + 1];
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
   uint64_t span_blocks_peak[HZ_NCLASS];
+  int64_t large_bytes;                   /* large bytes allocated here minus freed here */
 } hz_heap_counters_t;
 
 typedef struct hz_heap_s {
@@ -269,7 +270,6 @@ void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, u
 void hz_huge_fork_prepare(void);
 void hz_huge_fork_parent(void);
 void hz_huge_fork_child(void);
-extern _Atomic uint64_t hz_large_live_bytes;
 
 /* ---- check.c ---- */
 __attribute__((noreturn, cold)) void hz_fatal(const char *fmt, ...);

@@ -12,8 +12,6 @@
 #include <errno.h>
 #include <string.h>
 
-_Atomic uint64_t hz_large_live_bytes;
-
 void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   if (h == &hz_heap_empty || !h->live) h = hz_heap_get();
   size_t slices = (size + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
@@ -35,7 +33,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   *zeroed = s->zeroed;
   if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
-  atomic_fetch_add_explicit(&hz_large_live_bytes, bs, memory_order_relaxed);
+  h->n.large_bytes += bs;
   hz_block_t *b = (hz_block_t *)s->start;
   b->tag = 0;
   return b;

@@ -27,6 +27,7 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
   out->size = sizeof *out;
   out->class_count = HZ_NCLASS;
   hz_class_stats_t *cs = out->classes;
+  int64_t large_bytes = 0; /* a block may be freed by another heap than its allocator */
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     out->thread_count += h->live;
     for (int c = 0; c < HZ_NCLASS; c++) {
@@ -37,7 +38,9 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
     }
     out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
     out->large_frees += h->n.free[HZ_CLASS_LARGE];
+    large_bytes += h->n.large_bytes;
   }
+  out->large_live_bytes = large_bytes > 0 ? (uint64_t)large_bytes : 0;
   uint64_t live[HZ_NCLASS] = {0};
   hz_arena_live_blocks(live);
   for (int c = 0; c < HZ_NCLASS; c++) {
@@ -46,7 +49,6 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
     cs[c].frees = cs[c].mallocs - cs[c].live;
     out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
   }
-  out->large_live_bytes = atomic_load_explicit(&hz_large_live_bytes, memory_order_relaxed);
   uint64_t huge_cached;
   hz_huge_counters(&out->huge_allocs, &out->huge_frees, &out->huge_live_bytes, &huge_cached);
   hz_arena_counters(&out->segments, &out->bytes_reserved, &out->bytes_committed);
