@@ -1,0 +1,281 @@
+"""The benchmark suite's contents: every benchmark, its cases in each mode,
+and how its results are read. Used by bench/run.py; docs/benchmarks.md
+describes the same benchmarks for people.
+
+A benchmark is a Bench: a name, a description, the metric its table and
+charts rank by, extra columns, and a function that turns the run
+configuration into Cases. A Case is one command line (or one server setup)
+that is run once per allocator per run; one execution may yield several table
+rows (redis_like reports five patterns at once)."""
+
+MODES = ("quick", "default", "full")
+
+
+def pick(cfg, quick, default, full):
+    """The value for the configuration's mode."""
+    return {"quick": quick, "default": default, "full": full}[cfg.mode]
+
+
+class Metric:
+    def __init__(self, key, label, scale=1.0, higher_better=True, fmt="{:.3g}"):
+        self.key, self.label, self.scale = key, label, scale
+        self.higher_better, self.fmt = higher_better, fmt
+
+    def show(self, v):
+        if v is None:
+            return "–"
+        return self.fmt.format(v * self.scale)
+
+    def as_dict(self):
+        return {"key": self.key, "label": self.label, "scale": self.scale,
+                "higher_better": self.higher_better}
+
+
+class Case:
+    """kind: "prog" (a program in the bench bin dir), "redis" or "memcached".
+    args: the program and its arguments, or the server/client settings.
+    est: rough seconds per run with glibc, for the time-left estimate."""
+
+    def __init__(self, bench, label, args, params, est, kind="prog", split=None):
+        self.bench, self.label, self.args = bench, label, args
+        self.params, self.est, self.kind = params, est, kind
+        self.split = split
+
+    def rows(self, result):
+        """[(row label, row params, metrics)] from one execution's result."""
+        if self.split:
+            return self.split(self, result)
+        return [(self.label, self.params, result)]
+
+
+class Bench:
+    def __init__(self, name, title, about, metric, extras, cases, rss_note=""):
+        self.name, self.title, self.about = name, title, about
+        self.metric, self.extras, self.make_cases = metric, extras, cases
+        self.rss_note = rss_note
+
+
+OPS = Metric("ops_per_sec", "Mops/s", 1e-6)
+ROUNDS = Metric("ops_per_sec", "Krounds/s", 1e-3)
+PCT = "{:.1f}%"
+
+
+def _range_label(lo, hi):
+    return f"{lo}-{hi}"
+
+
+def random_mixed_cases(cfg):
+    iters = pick(cfg, 1_000_000, 10_000_000, 20_000_000)
+    out = []
+    for name, lo, hi, est in (("small", 16, 2048, 0.06), ("medium", 4096, 32768, 0.12),
+                              ("mixed", 16, 32768, 0.1)):
+        out.append(Case("random_mixed", f"{name} {lo}-{hi}",
+                        ["random_mixed", iters, 400, lo, hi, 1],
+                        {"range": _range_label(lo, hi)}, est * iters / 1e6))
+    return out
+
+
+def random_mixed_app_cases(cfg):
+    iters = pick(cfg, 1_000_000, 10_000_000, 20_000_000)
+    return [Case("random_mixed_app", "app mix", ["random_mixed", iters, 400, "app", 0, 1],
+                 {"range": "app"}, 0.05 * iters / 1e6)]
+
+
+def mt_remote_cases(cfg):
+    iters = pick(cfg, 100_000, 400_000, 1_000_000)
+    out = []
+    for lo, hi in ((16, 2048), (16, 32768), (16, 131072)):
+        for remote in (0, 50, 90):
+            for t in cfg.threads:
+                load = t / min(t, cfg.ncpu)
+                out.append(Case("mt_remote", f"{lo}-{hi} remote {remote}% t={t}",
+                                ["mt_remote", t, iters, 400, lo, hi, remote, 1024, 1],
+                                {"range": _range_label(lo, hi), "remote_pct": remote,
+                                 "threads": t}, 0.25 * load * iters / 1e6 * (1 + hi / 65536)))
+    return out
+
+
+def larson_cases(cfg):
+    rounds = pick(cfg, 10, 30, 100)
+    ops = pick(cfg, 5000, 20000, 50000)
+    return [Case("larson", f"t={t}", ["larson", t, rounds, ops, 1000, 8, 1024, 1],
+                 {"threads": t}, 0.07 * t / min(t, cfg.ncpu) * rounds * ops / 1e6)
+            for t in cfg.threads]
+
+
+def prodcons_cases(cfg):
+    iters = pick(cfg, 100_000, 1_000_000, 4_000_000)
+    counts = sorted({max(2, t) for t in cfg.threads})
+    return [Case("prodcons", f"t={t} ({t // 2}P/{t - t // 2}C)",
+                 ["prodcons", t, iters, 16, 2048, 256, 1], {"threads": t},
+                 0.25 * (t // 2) / max(1, min(t, cfg.ncpu) / 2) * iters / 1e6)
+            for t in counts]
+
+
+def cache_cases(mode):
+    def make(cfg):
+        iters = pick(cfg, 200, 1000, 2000)
+        writes = pick(cfg, 50000, 100000, 200000)
+        return [Case(f"cache_{mode}", f"t={t}", ["cache", mode, t, iters, 8, writes],
+                     {"threads": t}, 2e-9 * iters * writes * t / min(t, cfg.ncpu))
+                for t in cfg.threads]
+    return make
+
+
+def large_cases(cfg):
+    iters = pick(cfg, 200, 1000, 5000)
+    return [Case("large", "64KiB-10MiB ws=8", ["large", iters, 8, 65536, 10 << 20, 1],
+                 {}, 0.5e-3 * iters)]
+
+
+def realloc_cases(cfg):
+    iters = pick(cfg, 200_000, 2_000_000, 5_000_000)
+    return [Case("realloc", f"{mode} to <=16KiB", ["realloc_growth", mode, iters, 64, 16384, 1],
+                 {"mode": mode}, est * iters / 1e6)
+            for mode, est in (("append", 0.14), ("double", 0.03))]
+
+
+PATTERNS = ("set", "get", "lpush", "lpop", "random")
+
+
+def _split_patterns(case, res):
+    return [(f"{case.label} {p.upper()}", dict(case.params, pattern=p),
+             dict(res, mops=res.get(f"{p}_mops"))) for p in PATTERNS]
+
+
+def redis_like_cases(cfg):
+    cycles = pick(cfg, 5, 20, 50)
+    return [Case("redis_like", f"t={t}", ["redis_like", t, cycles, 10000, 16, 512, 1],
+                 {"threads": t}, 0.03 * cycles * t / min(t, cfg.ncpu), split=_split_patterns)
+            for t in cfg.threads]
+
+
+REDIS_TESTS = ("set", "get", "lpush", "lpop")
+
+
+def _split_redis(case, res):
+    return [(f"{t.upper()} P=16", dict(case.params, test=t),
+             dict(res, rps=res.get(f"{t}_rps"), p99_ms=res.get(f"{t}_p99_ms")))
+            for t in REDIS_TESTS]
+
+
+def redis_server_cases(cfg):
+    n = pick(cfg, 20000, 100000, 500000)
+    return [Case("redis_server", "redis-benchmark",
+                 {"requests": n, "clients": 50, "pipeline": 16, "data": 128,
+                  "keyspace": 100000, "tests": ",".join(REDIS_TESTS)},
+                 {}, 0.4 + n * 4 / 250000, kind="redis", split=_split_redis)]
+
+
+def memcached_cases(cfg):
+    n = pick(cfg, 20000, 200000, 1_000_000)
+    keys = pick(cfg, 5000, 20000, 100000)
+    return [Case("memcached", "get/set 90/10 P=16",
+                 {"server_threads": 2, "client_threads": 2, "requests": n, "keys": keys,
+                  "vmin": 16, "vmax": 4096, "set_pct": 10, "pipeline": 16},
+                 {}, 0.4 + (n + keys) / 150000, kind="memcached")]
+
+
+def mem_return_cases(cfg):
+    mb = pick(cfg, 128, 1024, 1024)
+    idle = pick(cfg, (0.2, 1.0), (1.0, 5.0), (1.0, 5.0))
+    return [Case("mem_return", f"{mb} MiB, free 90%",
+                 ["mem_return", mb, 90, idle[0], idle[1], 1], {"total_mb": mb},
+                 idle[1] + 0.002 * mb)]
+
+
+def thread_flood_cases(cfg):
+    allocs = pick(cfg, 100, 1000, 2000)
+    return [Case("thread_flood", f"{t} threads", ["thread_flood", t, allocs, 16, 4096, 1],
+                 {"threads": t}, 0.05 + t * allocs * 1e-6) for t in (100, 1000)]
+
+
+def server_bench(name, title, about, p99, cases):
+    """A real server under load: requests/s, a p99 latency, the server's RSS."""
+    return Bench(name, title, about, Metric("rps", "Kreq/s", 1e-3), [p99], cases,
+                 rss_note="peak RSS of the server")
+
+
+BENCHES = [
+    Bench("random_mixed", "random_mixed: uniform sizes",
+          "One thread, a table of 400 slots; each iteration draws one random number that "
+          "picks a slot and a size: an occupied slot is freed, an empty one allocated. "
+          "One op per iteration.", OPS, [], random_mixed_cases),
+    Bench("random_mixed_app", "random_mixed: application size mix",
+          "As random_mixed, with 80% of sizes in 16-256, 15% in 257-2048, 5% in 2049-32768.",
+          OPS, [], random_mixed_app_cases),
+    Bench("mt_remote", "mt_remote: cross-thread frees",
+          "Each thread keeps 400 slots and pushes a share (REMOTE_PCT) of its frees to the "
+          "next thread through a single-producer ring of 1024 slots; the receiver frees "
+          "them (remote frees). A full ring means the block is freed locally (fallback). "
+          "Ops: mallocs, local and remote frees.",
+          OPS, [Metric("remote_ratio", "remote", 100, fmt=PCT),
+                Metric("fallback_rate", "fallback", 100, fmt=PCT)], mt_remote_cases),
+    Bench("larson", "larson: server threads that come and go",
+          "Each chain owns 1000 blocks of 8-1024 bytes and replaces random ones; after each "
+          "round the array is handed to a newly created thread, so blocks are freed by "
+          "threads other than their allocator. Op: one replacement (free + malloc).",
+          OPS, [Metric("threads_created", "threads created", fmt="{:.0f}")], larson_cases),
+    Bench("prodcons", "prodcons: producers allocate, consumers free",
+          "xmalloc-style: half the threads only allocate (16-2048 bytes) and pass blocks in "
+          "batches of 256 through a queue, the other half only free. Op: a malloc or a free.",
+          OPS, [], prodcons_cases),
+    Bench("cache_scratch", "cache-scratch: passive false sharing",
+          "The main thread allocates one 8-byte object per thread; each thread frees it, then "
+          "repeatedly allocates an 8-byte object, writes it many times and frees it. "
+          "'shared lines' counts cache lines that held objects of two threads. Op: one "
+          "allocate-write-free round.",
+          ROUNDS, [Metric("shared_line_pairs", "shared lines", fmt="{:.0f}")], cache_cases("scratch")),
+    Bench("cache_thrash", "cache-thrash: active false sharing",
+          "Each thread repeatedly allocates an 8-byte object, writes it many times and frees "
+          "it; objects of different threads in one cache line slow every write. Op: one "
+          "allocate-write-free round.",
+          ROUNDS, [Metric("shared_line_pairs", "shared lines", fmt="{:.0f}")], cache_cases("thrash")),
+    Bench("large", "large: 64 KiB - 10 MiB blocks",
+          "Eight slots of random sizes in 64 KiB-10 MiB; each op frees one and allocates a "
+          "new one, writing a byte in every page. Minor page faults per op show an "
+          "mmap/munmap storm.",
+          Metric("ops_per_sec", "Kops/s", 1e-3),
+          [Metric("faults_per_op", "faults/op", fmt="{:.0f}")], large_cases),
+    Bench("realloc", "realloc growth",
+          "64 live strings grown by appends of 1-32 bytes up to a random length <= 16 KiB, "
+          "then freed: 'append' reallocs to the exact length each time, 'double' doubles "
+          "the capacity. Op: one append.",
+          OPS, [Metric("moved_ratio", "moved", 100, fmt=PCT)], realloc_cases),
+    Bench("redis_like", "redis-like workload",
+          "Per-thread pools of \"key-N\" strings (16-512 bytes) half pre-filled; patterns "
+          "SET (allocate, format, free), GET (read a random entry), LPUSH (append or "
+          "replace), LPOP (free a random entry, move the last into its place), RANDOM "
+          "(70/20/5/5 of those). 10000 ops per cycle.",
+          Metric("mops", "Mops/s"), [], redis_like_cases),
+    server_bench("redis_server", "redis-server under redis-benchmark",
+          "redis-server with the allocator preloaded into the server (glibc: libc.so.6 "
+          "preloaded, since Debian links redis with jemalloc); redis-benchmark sends "
+          "SET/GET/LPUSH/LPOP with 50 clients, pipeline 16, 128-byte values, 100000 keys.",
+          Metric("p99_ms", "p99 ms", higher_better=False, fmt="{:.3g}"), redis_server_cases),
+    server_bench("memcached", "memcached under bench/mc_client",
+          "memcached (2 threads) with the allocator preloaded; bench/mc_client sends 90% get "
+          "/ 10% set of 16-4096-byte values over 2 connections, pipeline 16.",
+          Metric("p99_us", "p99 us", higher_better=False, fmt="{:.0f}"), memcached_cases),
+    Bench("mem_return", "memory return after frees",
+          "Builds a working set of mixed sizes (every byte written), frees 90% of the blocks "
+          "at random, idles; RSS (/proc/self/statm) right after the frees, after the first "
+          "and second idle time and after malloc_trim(0) where the allocator has it. "
+          "Ranked by RSS after the second idle time (lower is better).",
+          Metric("rss_idle2_mb", "RSS idle2 MiB", higher_better=False, fmt="{:.1f}"),
+          [Metric("rss_peak_mb", "peak MiB", fmt="{:.1f}"),
+           Metric("rss_after_free_mb", "after free MiB", fmt="{:.1f}"),
+           Metric("rss_idle1_mb", "idle1 MiB", fmt="{:.1f}"),
+           Metric("rss_trim_mb", "after trim MiB", fmt="{:.1f}"),
+           Metric("live_mb", "live MiB", fmt="{:.1f}")], mem_return_cases),
+    Bench("thread_flood", "thread flood",
+          "100 or 1000 threads released at once by a barrier, each allocating and writing "
+          "1000 blocks of 16-4096 bytes, then freeing them. Op: a malloc or a free.",
+          OPS, [Metric("create_secs", "create s", higher_better=False, fmt="{:.3f}")],
+          thread_flood_cases),
+]
+
+BY_NAME = {b.name: b for b in BENCHES}
+
+# Single-thread cases for `make bench-instructions`: (label, MIN, MAX).
+INSTRUCTION_CASES = (("16-1024", 16, 1024), ("16-32768", 16, 32768), ("app mix", "app", 0))
