@@ -184,7 +184,7 @@ static bool span_refill(hz_span_t *s) {
 }
 
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
-  hz_span_t *s = h->cache[slices];
+  hz_span_t *s = slices <= HZ_LARGE_MAX_SLICES ? h->cache[slices] : NULL;
   if (s != NULL && align == 1) {
     h->cache[slices] = s->next;
     h->cache_slices -= slices;

@@ -224,6 +224,7 @@ size_t hz_os_rss(void);
 /* ---- options.c ---- */
 extern long hz_options[HZ_OPTION_COUNT];
 void hz_options_init(void);
+void hz_options_late_init(void);
 static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
 
 /* ---- arena.c ---- */

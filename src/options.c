@@ -49,8 +49,14 @@ static bool hz_option_parse(const hz_option_desc_t *d, const char *v, long *out)
   return true;
 }
 
+extern char **environ;
+static bool hz_options_env_seen;
+
+/* Called by hz_init, possibly before libc has set environ (an allocation
+ * from a .preinit_array function); hz_options_late_init reads it again then. */
 void hz_options_init(void) {
   int errno_saved = errno;
+  hz_options_env_seen = environ != NULL;
   for (int i = 0; i < HZ_OPTION_COUNT; i++) hz_options[i] = hz_option_table[i].def;
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     const hz_option_desc_t *d = &hz_option_table[i];
@@ -67,6 +73,10 @@ void hz_options_init(void) {
                  d->unit, d->def);
   }
   errno = errno_saved;
+}
+
+void hz_options_late_init(void) {
+  if (!hz_options_env_seen && environ != NULL) hz_options_init();
 }
 
 HZ_EXPORT long hz_option_get(hz_option_t o) {

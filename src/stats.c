@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -132,8 +133,19 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
   return o.pos;
 }
 
-__attribute__((constructor)) static void hz_stats_ctor(void) { hz_init(); }
+/* Programs like coreutils close stderr before exiting; when the report is
+ * asked for, keep a descriptor of our own for it. */
+static int hz_stats_fd = -1;
+
+__attribute__((constructor)) static void hz_stats_ctor(void) {
+  hz_init();
+  hz_options_late_init();
+  if (hz_opt(HZ_OPTION_STATS)) hz_stats_fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+}
 
 __attribute__((destructor)) static void hz_stats_dtor(void) {
-  if (hz_opt(HZ_OPTION_STATS)) hz_stats_print(stderr);
+  if (!hz_opt(HZ_OPTION_STATS)) return;
+  FILE *f = hz_stats_fd >= 0 ? fdopen(hz_stats_fd, "w") : NULL;
+  hz_stats_print(f ? f : stderr);
+  if (f) fclose(f);
 }
