@@ -218,9 +218,11 @@ HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable
 
 HZ_EXPORT size_t hz_good_size(size_t n) {
   if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
-  if (n <= HZ_LARGE_MAX) return (n + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1);
+  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX)
+    return ((n + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1)) - HZ_LARGE_GUARD;
   if (n > HZ_MAX_REQUEST) return n;
-  return ((n + 64 + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64;
+  size_t guard = HZ_LARGE_GUARD ? page_size() : 0; /* as hz_huge_alloc lays it out */
+  return ((n + 64 + guard + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - guard;
 }
 
 HZ_EXPORT void hz_collect(int force) {
