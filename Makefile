@@ -18,21 +18,28 @@ SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakozuna.h
 OBJS         := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 OBJS_CHECKED := $(patsubst src/%.c,$(BUILD)/obj-checked/%.o,$(SRCS))
+OBJS_NOCHECK := $(patsubst src/%.c,$(BUILD)/obj-nocheck/%.o,$(SRCS))
 
 LIB_SO      := $(BUILD)/libhakozuna.so
 LIB_A       := $(BUILD)/libhakozuna.a
 LIB_OBJ     := $(BUILD)/hakozuna.o
 LIB_CHECKED := $(BUILD)/libhakozuna-checked.so
+# Benchmark-only: the default build with the misuse checks compiled out, to
+# measure what they cost (make bench compares it; never installed).
+LIB_NOCHECK := $(BUILD)/libhakozuna-nocheck.so
 
-.PHONY: all lib clean
+.PHONY: all lib lib-nocheck clean
 all: lib
 lib: $(LIB_SO) $(LIB_A) $(LIB_OBJ) $(LIB_CHECKED)
+lib-nocheck: $(LIB_NOCHECK)
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 $(BUILD)/obj-checked/%.o: src/%.c $(HDRS) | $(BUILD)/obj-checked
 	$(CC) $(ALL_CFLAGS) -DHZ_CHECKED=1 -c $< -o $@
-$(BUILD)/obj $(BUILD)/obj-checked:
+$(BUILD)/obj-nocheck/%.o: src/%.c $(HDRS) | $(BUILD)/obj-nocheck
+	$(CC) $(ALL_CFLAGS) -DHZ_NOCHECK=1 -c $< -o $@
+$(BUILD)/obj $(BUILD)/obj-checked $(BUILD)/obj-nocheck:
 	mkdir -p $@
 
 $(LIB_SO).$(VERSION): $(OBJS)
@@ -42,6 +49,8 @@ $(LIB_SO): $(LIB_SO).$(VERSION)
 	ln -sf libhakozuna.so.$(VERSION) $@
 $(LIB_CHECKED): $(OBJS_CHECKED)
 	$(CC) -shared -Wl,-soname,libhakozuna-checked.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
+$(LIB_NOCHECK): $(OBJS_NOCHECK)
+	$(CC) -shared -Wl,-soname,libhakozuna-nocheck.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
 $(LIB_A): $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 # One relocatable object: linking it overrides malloc in a static program.

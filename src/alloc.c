@@ -21,7 +21,7 @@ static inline void *alloc_class(uint32_t c, size_t request) {
   if (hz_likely(b != NULL)) {
     s->free = hz_next_decode(b, b->next);
     s->used++;
-    b->tag = 0;
+    if (!HZ_NOCHECK) b->tag = 0;
     h->n.malloc[c]++;
   } else if ((b = hz_heap_alloc_small(h, c)) == NULL) {
     return NULL;
@@ -91,7 +91,7 @@ static inline void dealloc(void *p, const char *fn) {
   }
   hz_span_t *s = hz_span_of(p);
   hz_block_t *b = p;
-  if (hz_unlikely(hz_span_misaligned(s, a) || b->tag == hz_free_tag(b))) {
+  if (!HZ_NOCHECK && hz_unlikely(hz_span_misaligned(s, a) || b->tag == hz_free_tag(b))) {
     hz_check_span_ptr(p, fn);
     return;
   }
@@ -101,7 +101,7 @@ static inline void dealloc(void *p, const char *fn) {
     if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
     b->next = hz_next_encode(b, s->local_free);
-    b->tag = hz_free_tag(b);
+    if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
     s->local_free = b;
     if (hz_unlikely(--s->used == 0 || s->unlisted)) hz_heap_free_slow(h, s);
     return;
@@ -233,6 +233,7 @@ HZ_EXPORT void hz_collect(int force) {
   hz_arena_purge(true);
 }
 
+#if HZ_OVERRIDE
 /* ---- glibc extras that read our own counters ---- */
 static int hz_trim(size_t pad) {
   (void)pad;
@@ -288,7 +289,6 @@ static int hz_malloc_info(int options, FILE *out) {
 }
 
 /* ---- overriding the C API ---- */
-#if !defined(HZ_NO_OVERRIDE) || !HZ_NO_OVERRIDE
 /* glibc's declarations of these carry fewer attributes than ours; harmless */
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
 #define HZ_ALIAS(target) __attribute__((alias(#target), visibility("default")))

@@ -53,7 +53,7 @@ void hz_init(void) {
       /* at least 8 blocks a span, so large classes don't waste a span each */
       size_t n = (8 * hz_class_size(c) + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
       hz_class_slices[c] = (uint8_t)(n ? n : 1);
-      hz_class_recip[c] = (((uint64_t)1 << 46) + hz_class_size(c) - 1) / hz_class_size(c);
+      hz_class_recip[c] = hz_recip(hz_class_size(c));
     }
     hz_options_init();
     hz_arena_init();
@@ -255,7 +255,7 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   hz_block_t *b = s->free;
   s->free = hz_next_decode(b, b->next);
   s->used++;
-  b->tag = 0;
+  if (!HZ_NOCHECK) b->tag = 0;
   h->n.malloc[c]++;
   return b;
 }

@@ -31,6 +31,19 @@
 #ifndef HZ_CHECKED
 #define HZ_CHECKED 0
 #endif
+/* HZ_NOCHECK=1 compiles the default misuse checks out of the fast paths. It
+ * exists only so `make bench` can show what the checks cost; it is never
+ * installed. */
+/* HZ_NO_OVERRIDE=1 (the Rust crate) leaves malloc & co. to libc and keeps
+ * only the hz_* names. */
+#if defined(HZ_NO_OVERRIDE) && HZ_NO_OVERRIDE
+#define HZ_OVERRIDE 0
+#else
+#define HZ_OVERRIDE 1
+#endif
+#ifndef HZ_NOCHECK
+#define HZ_NOCHECK 0
+#endif
 
 /* ---- Geometry ----
  * Segments are 4 MiB, aligned to 4 MiB, cut into 128 slices of 32 KiB.
@@ -112,7 +125,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   hz_block_t *local_free;       /* freed by the owner (owner only) */
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
-  uint64_t recip;               /* ceil(2^46 / block_size): exact offset / size here */
+  uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */
   uint32_t block_size;
   uint32_t used;                /* blocks handed out and not yet back */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
@@ -157,10 +170,15 @@ static inline uint8_t hz_segmap_get(const void *p) {
   uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
   return i < HZ_SEGMAP_LEN ? hz_segmap[i] : HZ_MAP_NONE;
 }
-/* True when p is not the start of a block of span s. */
+/* True when p is not the start of a block of span s: the offset is a
+ * multiple of the block size exactly when offset * (2^64 / size + 1) wraps
+ * below that constant (Lemire, Kaser & Kurz; exact for offsets < 2^32, and
+ * the slice map only leads to the span p lies in, so 0 <= offset < 2 MiB).
+ * Free spans have recip 0: every pointer into them is refused. */
+static inline uint64_t hz_recip(size_t block_size) { return UINT64_MAX / block_size + 1; }
 static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
-  uintptr_t off = p - s->start;
-  return ((off * s->recip) >> 46) * s->block_size != off;
+  uint64_t off = p - s->start;
+  return off * s->recip >= s->recip;
 }
 
 /* ---- Heaps (per-thread caches) ---- */

@@ -26,7 +26,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->cls = HZ_CLASS_LARGE;
   s->heap = h;
   s->block_size = (uint32_t)bs;
-  s->recip = (((uint64_t)1 << 46) + bs - 1) / bs;
+  s->recip = hz_recip(bs);
   s->capacity = s->carved = s->used = 1;
   s->unlisted = 1;
   s->free = s->local_free = NULL;

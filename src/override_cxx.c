@@ -6,7 +6,7 @@
  * built with unwind tables (-fexceptions). */
 #include "internal.h"
 
-#if !defined(HZ_NO_OVERRIDE) || !HZ_NO_OVERRIDE
+#if HZ_OVERRIDE
 #include <stdlib.h>
 
 typedef void (*hz_new_handler_t)(void);
