@@ -187,6 +187,7 @@ typedef struct hz_outbox_s {
   struct hz_heap_s *owner;
   hz_block_t *head, *tail;
   uint32_t count;
+  uint32_t bytes;
 } hz_outbox_t;
 
 /* Frees of small blocks are not counted on the fast path: stats derive them

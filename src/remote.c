@@ -8,7 +8,10 @@
  * returns each block to its span. No locks, one atomic per batch. */
 #include "internal.h"
 
+/* A batch goes when it has 32 blocks or 64 KiB: large blocks must not wait
+ * in a thread's outbox by the megabyte. */
 #define HZ_OUTBOX_BATCH 32
+#define HZ_OUTBOX_BYTES (64 * 1024)
 
 static void outbox_send(hz_outbox_t *o) {
   hz_heap_t *owner = o->owner;
@@ -19,7 +22,7 @@ static void outbox_send(hz_outbox_t *o) {
                                                   memory_order_relaxed));
   o->owner = NULL;
   o->head = o->tail = NULL;
-  o->count = 0;
+  o->count = o->bytes = 0;
 }
 
 void hz_remote_flush(hz_heap_t *h) {
@@ -35,7 +38,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   if (h == &hz_heap_empty) h = hz_heap_get(); /* a thread that only frees */
   if (h == NULL || h == &hz_heap_empty || !h->live) {
     /* the thread is exiting or out of memory: hand the block over alone */
-    hz_outbox_t one = {owner, b, b, 1};
+    hz_outbox_t one = {owner, b, b, 1, 0};
     outbox_send(&one);
     return;
   }
@@ -50,7 +53,8 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   }
   b->next = hz_next_encode(b, o->head);
   o->head = b;
-  if (++o->count >= HZ_OUTBOX_BATCH) {
+  o->bytes += s->block_size;
+  if (++o->count >= HZ_OUTBOX_BATCH || o->bytes >= HZ_OUTBOX_BYTES) {
     outbox_send(o);
     h->outbox_used--;
   }
