@@ -152,8 +152,12 @@ HZ_EXPORT void *hz_realloc(void *p, size_t n) {
     return NULL;
   }
   if (n <= old && n >= old / 2) return p;
-  void *q = alloc(n);
-  if (q == NULL) return NULL; /* the old block stays valid */
+  /* A block that grows is likely to grow again (strings, vectors): move it
+   * to a block with a quarter more room, so the next appends stay in place.
+   * Only where that is cheap: below the huge sizes, which are mapped. */
+  void *q = NULL;
+  if (n > old && n < HZ_LARGE_MAX / 2 && n < old + old / 4) q = alloc(old + old / 4);
+  if (q == NULL && (q = alloc(n)) == NULL) return NULL; /* the old block stays valid */
   memcpy(q, p, n < old ? n : old);
   dealloc(p, "realloc");
   return q;
