@@ -346,16 +346,34 @@ static void heap_flush_cache(hz_heap_t *h, bool all) {
   }
 }
 
+/* Spans that still hold a live block can't go back to the pool, but the
+ * pages inside their free blocks can: all but the page holding the block's
+ * link. Worth a system call for blocks larger than a page. (Not in the
+ * checked build, whose free blocks keep a fill pattern.) */
+static void span_purge_free_blocks(hz_span_t *s) {
+  size_t ps = hz_os_page_size, bs = s->block_size;
+  hz_block_t *lists[2] = {s->free, s->local_free};
+  for (int i = 0; i < 2; i++)
+    for (hz_block_t *b = lists[i]; b != NULL; b = hz_next_decode(b, b->next)) {
+      uintptr_t lo = ((uintptr_t)(b + 1) + ps - 1) & ~(uintptr_t)(ps - 1);
+      uintptr_t hi = ((uintptr_t)b + bs) & ~(uintptr_t)(ps - 1);
+      if (hi > lo) hz_os_purge((void *)lo, hi - lo);
+    }
+}
+
 /* Give back what a heap holds but does not use: empty spans (all, or those
- * kept longer than the purge delay) and remote frees waiting in its inbox. */
+ * kept longer than the purge delay) and remote frees waiting in its inbox;
+ * when forced, also the free pages inside partly used spans. */
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   hz_remote_flush(h);
   hz_remote_drain(h);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     if (force) heap_set_cur(h, c, &hz_span_empty);
+    bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
     for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
       next = s->next;
       if (s->used == 0) span_emptied(h, s, false);
+      else if (purge_blocks) span_purge_free_blocks(s);
     }
   }
   heap_flush_cache(h, force || !may_cache);
