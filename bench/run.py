@@ -34,7 +34,10 @@ PEERS = {
     "tcmalloc": ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
     "jemalloc": ("libjemalloc2", "libjemalloc.so.2"),
 }
-DEFAULT_ALLOCS = ["hakozuna", "glibc", "mimalloc", "tcmalloc", "jemalloc"]
+DEFAULT_ALLOCS = ["hakozuna", "hakozuna-nocheck", "glibc", "mimalloc", "tcmalloc", "jemalloc"]
+# Our own builds: never "peers". hakozuna-nocheck is the same library with the
+# misuse checks compiled out (`make lib-nocheck`), run only to show their cost.
+OURS = {"hakozuna": "libhakozuna.so", "hakozuna-nocheck": "libhakozuna-nocheck.so"}
 SERVER_PACKAGES = {"redis": ["redis-server", "redis-tools"], "memcached": ["memcached"]}
 RUNS = {"quick": 1, "default": 3, "full": 5}
 
@@ -186,14 +189,14 @@ def resolve_allocs(names, build):
             pkg, ver = dpkg_version(libc_path())
             found.append(Alloc("glibc", None, pkg, ver or platform.libc_ver()[1],
                                "no preload"))
-        elif name == "hakozuna":
-            path = os.path.join(build, "libhakozuna.so")
+        elif name in OURS:
+            path = os.path.join(build, OURS[name])
             if os.path.exists(path):
                 commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-                found.append(Alloc("hakozuna", os.path.abspath(path), None,
+                found.append(Alloc(name, os.path.abspath(path), None,
                                    f"{hakozuna_version()} (git {commit})", "this tree"))
             else:
-                say(f"skip hakozuna: {path} not built (run `make lib`)")
+                say(f"skip {name}: {path} not built (run `make lib lib-nocheck`)")
         elif name in PEERS:
             pkg, lib = PEERS[name]
             path = find_library(lib)
@@ -463,7 +466,7 @@ def summarize(rows, allocs, metric, extras):
                 ev = [v for v in ev if v is not None]
                 r["extras"][m.key] = statistics.median(ev) if ev else None
         peers = [(a.name, row["results"][a.name]["median"]) for a in allocs
-                 if a.name != "hakozuna" and row["results"][a.name]["median"] is not None]
+                 if a.name not in OURS and row["results"][a.name]["median"] is not None]
         best = None
         if peers:
             pick = max if metric.higher_better else min
@@ -540,6 +543,28 @@ def write_header(lines, data, title, mode_line):
     lines.append("")
 
 
+def checks_cost_section(data):
+    """hakozuna against hakozuna-nocheck, row by row: what the default misuse
+    checks cost (target: at most 3% on single-thread and remote-free rows)."""
+    rows = []
+    for b in data["benchmarks"]:
+        hib = b["metric"]["higher_better"]
+        for row in b["rows"]:
+            res = row["results"]
+            a, n = res.get("hakozuna"), res.get("hakozuna-nocheck")
+            if not a or not n or not a["median"] or not n["median"]:
+                continue
+            cost = (n["median"] / a["median"] - 1) if hib else (a["median"] / n["median"] - 1)
+            rows.append([b["title"], row["label"], f"{cost * 100:+.1f}%"])
+    if not rows:
+        return []
+    return ["## Cost of the misuse checks", "",
+            "hakozuna (default build, checks on) against the same library with the checks "
+            "compiled out (`hakozuna-nocheck`, built by `make lib-nocheck`): the extra time "
+            "the checks take, from the medians above (negative: within noise).", "",
+            md_table(["benchmark", "case", "cost of checks"], rows), ""]
+
+
 def write_report(data, out_dir, charts):
     lines = []
     c = data["config"]
@@ -551,8 +576,9 @@ def write_report(data, out_dir, charts):
         lines += [f"Servers: {m.get('redis') or 'redis not found'}; "
                   f"{m.get('memcached') or 'memcached not found'}.", ""]
     lines += ["Every table: the median of the runs, their min and max, and `vs best peer`: "
-              "the median relative to the best peer's (every allocator other than "
-              "hakozuna is a peer), above 1.00 meaning better than the best peer, for "
+              "the median relative to the best peer's (glibc, mimalloc, tcmalloc, "
+              "jemalloc and any added library; not hakozuna's own builds), above 1.00 "
+              "meaning better than the best peer, for "
               "lower-is-better metrics too. Peak RSS is the child's ru_maxrss (wait4), "
               "median over runs. Each run checks, by dladdr on `malloc`, that the "
               "intended allocator served malloc (servers: by LD_DEBUG=bindings).", ""]
@@ -591,6 +617,7 @@ def write_report(data, out_dir, charts):
         lines += [md_table(head, rows), ""]
         for c in charts.get(b["name"], []):
             lines += [f"![{c}]({c})", ""]
+    lines += checks_cost_section(data)
     lines += ["## Command lines", "",
               "`$ALLOC` is the allocator's path (empty for glibc; for the servers glibc "
               "preloads libc.so.6). Every run uses seed 1, so each allocator gets the same "

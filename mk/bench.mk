@@ -30,10 +30,10 @@ BENCH_OPTS = $(strip $(call bench_flag,$(QUICK),--quick) $(call bench_flag,$(FUL
 .PHONY: bench-progs bench-instructions
 bench-progs: $(BENCH_EXES)
 
-bench: lib bench-progs
+bench: lib lib-nocheck bench-progs
 	$(BENCH_PYTHON) bench/run.py $(BENCH_OPTS)
 
-bench-instructions: lib bench-progs
+bench-instructions: lib lib-nocheck bench-progs
 	$(BENCH_PYTHON) bench/run.py --instructions $(BENCH_OPTS)
 
 $(BENCH_BIN)/random_mixed-bump: bench/random_mixed.c $(BENCH_COMMON) | $(BENCH_BIN)
