@@ -176,6 +176,8 @@ def resolve_allocs(names, build):
     """Alloc objects for the requested names/paths; missing ones are skipped
     with one line each (peers are installed first when root with apt)."""
     found, missing_peers = [], []
+    def is_path(spec):
+        return "/" in spec or spec.endswith(".so") or ".so." in spec
     for name in names:
         if name in PEERS and not find_library(PEERS[name][1]):
             missing_peers.append(name)
@@ -197,7 +199,7 @@ def resolve_allocs(names, build):
                                    f"{hakozuna_version()} (git {commit})", "this tree"))
             else:
                 say(f"skip {name}: {path} not built (run `make lib lib-nocheck`)")
-        elif name in PEERS:
+        elif name in PEERS and not is_path(spec):
             pkg, lib = PEERS[name]
             path = find_library(lib)
             if path:
@@ -205,7 +207,7 @@ def resolve_allocs(names, build):
             else:
                 how = "install failed" if can_apt() else "need root and apt-get"
                 say(f"skip {name}: {lib} not found ({how}; Debian package {pkg})")
-        elif "/" in spec or spec.endswith(".so") or ".so." in spec:
+        elif is_path(spec):
             if not os.path.exists(spec):
                 say(f"skip {spec}: no such file")
                 continue
