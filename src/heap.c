@@ -184,6 +184,10 @@ static bool span_refill(hz_span_t *s) {
 }
 
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
+  /* Large blocks freed by other threads wait in the inbox; a thread that
+   * allocates mostly large blocks rarely refills a small class, so look
+   * here too before taking new memory. */
+  if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
   hz_span_t *s = slices <= HZ_LARGE_MAX_SLICES ? h->cache[slices] : NULL;
   if (s != NULL && align == 1) {
     h->cache[slices] = s->next;
