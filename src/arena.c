@@ -88,10 +88,13 @@ static hz_mask_t run_starts(hz_mask_t free, size_t n) {
   return x;
 }
 
-/* Start of the first run of n free slices at a multiple of align; 0 if none
- * (slice 0 is the header, never free). */
-static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align) {
-  hz_mask_t x = run_starts(mask_get(seg->free_mask), n);
+/* Start of the first run of n free slices at a multiple of align, only among
+ * dirty ones when asked; 0 if none (slice 0 is the header, never free). */
+static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align, bool dirty_only) {
+  hz_mask_t m = mask_get(seg->free_mask);
+  if (dirty_only) m &= mask_get(seg->dirty_mask);
+  if (!m) return 0;
+  hz_mask_t x = run_starts(m, n);
   if (align > 1) {
     hz_mask_t aligned = 0;
     for (size_t i = align; i < HZ_SLICES; i += align) aligned |= (hz_mask_t)1 << i;
@@ -149,12 +152,17 @@ hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
   hz_arena_t *a = &hz_arenas[arena_index];
   hz_span_t *s = NULL;
   hz_lock(&a->lock);
+  /* Reuse memory still backed by pages first (no faults, no RSS growth while
+   * freed spans wait for their purge), then any free run; each search goes
+   * round the segments from where the last one succeeded. */
   hz_segment_t *first = a->hint ? a->hint : a->segments;
-  for (int pass = 0; pass < 2 && s == NULL; pass++) {
-    for (hz_segment_t *seg = pass ? a->segments : first; seg != NULL; seg = seg->next) {
-      if (pass && seg == first) break;
+  for (int pass = 0; pass < 4 && s == NULL; pass++) {
+    bool dirty_only = pass < 2;
+    if (dirty_only && a->dirty_slices < n) continue;
+    for (hz_segment_t *seg = pass & 1 ? a->segments : first; seg != NULL; seg = seg->next) {
+      if ((pass & 1) && seg == first) break;
       if (seg->free_slices < n) continue;
-      size_t idx = segment_find_run(seg, n, align);
+      size_t idx = segment_find_run(seg, n, align, dirty_only);
       if (idx) {
         s = segment_take(a, seg, idx, n);
         a->hint = seg;
@@ -164,7 +172,7 @@ hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
   }
   if (s == NULL) {
     hz_segment_t *seg = segment_new(a, arena_index);
-    size_t idx = seg ? segment_find_run(seg, n, align) : 0;
+    size_t idx = seg ? segment_find_run(seg, n, align, false) : 0;
     if (idx) {
       s = segment_take(a, seg, idx, n);
       a->hint = seg;
