@@ -221,8 +221,6 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   hz_arena_free_span(s);
 }
 
-void hz_heap_release_span(hz_heap_t *h, hz_span_t *s) { heap_retire_span(h, s, true); }
-
 /* A listed small span has no block out. Keep one such span per class (a
  * class whose few blocks come and go would otherwise retire and re-create a
  * span over and over); retire the others. */

@@ -266,14 +266,10 @@ hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if ne
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
-void hz_heap_release_span(hz_heap_t *h, hz_span_t *s);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 hz_heap_t *hz_heaps_first(void);
-void hz_heaps_fork_prepare(void);
-void hz_heaps_fork_parent(void);
-void hz_heaps_fork_child(void);
 
 /* ---- remote.c ---- */
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
@@ -311,9 +307,6 @@ void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #define HZ_LARGE_GUARD 0
 #define HZ_CANARY_SIZE 0
 #endif
-
-/* ---- stats.c ---- */
-void hz_stats_at_exit(void);
 
 /* ---- locks ---- */
 typedef struct { pthread_mutex_t m; } hz_lock_t;
