@@ -3,7 +3,7 @@
  * malloc: size -> class, pop the current span's free list. free: the segment
  * map says the pointer is ours, the segment header gives its span, a
  * multiply checks it is a block start, the block's tag says it isn't already
- * free, and if this thread owns the span the block goes on its local list.
+ * free, and if this thread owns the span the block goes back on its list.
  * Everything else (empty lists, other threads' blocks, large and huge
  * blocks, misuse) is in noinline functions in the other files. */
 #define _GNU_SOURCE
@@ -100,9 +100,9 @@ static inline void dealloc(void *p, const char *fn) {
 #if HZ_CHECKED
     if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
-    b->next = hz_next_encode(b, s->local_free);
+    b->next = hz_next_encode(b, s->free);
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
-    s->local_free = b;
+    s->free = b;
     if (hz_unlikely(--s->used == 0 || s->unlisted)) hz_heap_free_slow(h, s);
     return;
   }

@@ -213,7 +213,7 @@ void hz_arena_free_span(hz_span_t *s) {
   hz_mask_t run = mask_run(s->slice_index, s->slice_count);
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
-  s->free = s->local_free = NULL;
+  s->free = NULL;
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   uint64_t now = hz_os_now_ms();
   hz_lock(&a->lock);

@@ -2,7 +2,7 @@
  *
  * A heap owns spans. For each size class it has a current span (the fast
  * path pops its free list) and a list of other spans with room. Frees by the
- * owner go to the span's local_free list; frees by other threads reach the
+ * owner go straight back on the span's free list; frees by other threads reach the
  * heap's inbox (remote.c). A new thread's heap pointer is the static empty
  * heap, whose current spans are all empty, so its first malloc simply misses
  * into this file, which sets the thread up. When a thread exits its heap is
@@ -144,7 +144,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
   s->used = 0;
-  s->free = s->local_free = NULL;
+  s->free = NULL;
   class_blocks_add(h, c, s->capacity);
 }
 
@@ -170,18 +170,6 @@ static void span_carve(hz_span_t *s) {
   s->carved += (uint32_t)n;
 }
 
-static bool span_refill(hz_span_t *s) {
-  if (s->local_free) {
-    s->free = s->local_free;
-    s->local_free = NULL;
-    return true;
-  }
-  if (s->carved < s->capacity) {
-    span_carve(s);
-    return true;
-  }
-  return false;
-}
 
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
@@ -208,7 +196,7 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
-  s->free = s->local_free = NULL;
+  s->free = NULL;
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
   if (may_cache && n <= HZ_LARGE_MAX_SLICES && h->cache_slices + n <= limit) {
@@ -262,23 +250,9 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   return b;
 }
 
-static hz_noinline void *heap_refill(hz_heap_t *h, uint32_t c);
-
-/* The current span's free list is empty: most often its owner's frees wait
- * on local_free, and one move makes them the free list. */
+/* The current span of class c has no free block: take remote frees, send
+ * ours, carve fresh blocks, or move to another span or a new one. */
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
-  hz_span_t *s = h->cur[c];
-  if (hz_likely(s->local_free != NULL) && !h->outbox_used &&
-      !atomic_load_explicit(&h->inbox, memory_order_relaxed)) {
-    h->n.refill[c]++;
-    s->free = s->local_free;
-    s->local_free = NULL;
-    return span_pop(h, s, c);
-  }
-  return heap_refill(h, c);
-}
-
-static hz_noinline void *heap_refill(hz_heap_t *h, uint32_t c) {
   if (h == &hz_heap_empty || h == &hz_heap_dead) {
     if ((h = heap_setup()) == NULL) goto oom;
   }
@@ -288,7 +262,8 @@ static hz_noinline void *heap_refill(hz_heap_t *h, uint32_t c) {
   for (;;) {
     hz_span_t *s = h->cur[c];
     if (s != &hz_span_empty) {
-      if (s->free || span_refill(s)) return span_pop(h, s, c);
+      if (s->free == NULL && s->carved < s->capacity) span_carve(s);
+      if (s->free) return span_pop(h, s, c);
       list_remove(h, s); /* full until a block comes back */
       heap_set_cur(h, c, &hz_span_empty);
     }
@@ -323,8 +298,8 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) { span_after_free(h, s, true)
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
-  b->next = hz_next_encode(b, s->local_free);
-  s->local_free = b;
+  b->next = hz_next_encode(b, s->free);
+  s->free = b;
   s->used--;
   if (s->used == 0 || s->unlisted) span_after_free(h, s, h->live);
 }
@@ -354,13 +329,11 @@ static void heap_flush_cache(hz_heap_t *h, bool all) {
  * checked build, whose free blocks keep a fill pattern.) */
 static void span_purge_free_blocks(hz_span_t *s) {
   size_t ps = hz_os_page_size, bs = s->block_size;
-  hz_block_t *lists[2] = {s->free, s->local_free};
-  for (int i = 0; i < 2; i++)
-    for (hz_block_t *b = lists[i]; b != NULL; b = hz_next_decode(b, b->next)) {
-      uintptr_t lo = ((uintptr_t)(b + 1) + ps - 1) & ~(uintptr_t)(ps - 1);
-      uintptr_t hi = ((uintptr_t)b + bs) & ~(uintptr_t)(ps - 1);
-      if (hi > lo) hz_os_purge((void *)lo, hi - lo);
-    }
+  for (hz_block_t *b = s->free; b != NULL; b = hz_next_decode(b, b->next)) {
+    uintptr_t lo = ((uintptr_t)(b + 1) + ps - 1) & ~(uintptr_t)(ps - 1);
+    uintptr_t hi = ((uintptr_t)b + bs) & ~(uintptr_t)(ps - 1);
+    if (hi > lo) hz_os_purge((void *)lo, hi - lo);
+  }
 }
 
 /* Give back what a heap holds but does not use: empty spans (all, or those

@@ -121,8 +121,7 @@ struct hz_heap_s;
  * spans of different threads, and must not share cache lines. */
 typedef struct __attribute__((aligned(128))) hz_span_s {
   /* Fast-path fields first: one cache line covers malloc and free. */
-  hz_block_t *free;             /* ready to hand out (owner only) */
-  hz_block_t *local_free;       /* freed by the owner (owner only) */
+  hz_block_t *free;             /* free blocks, malloc pops, free pushes (owner only) */
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
   uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */

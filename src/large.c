@@ -29,7 +29,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->recip = hz_recip(bs);
   s->capacity = s->carved = s->used = 1;
   s->unlisted = 1;
-  s->free = s->local_free = NULL;
+  s->free = NULL;
   *zeroed = s->zeroed;
   if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
