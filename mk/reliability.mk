@@ -1,0 +1,124 @@
+# mk/reliability.mk: fault, fuzz, sanitizer, valgrind and real-program tests
+# (docs/reliability.md). Included by the root Makefile; `make test` runs:
+#
+#   make test-faults     out of memory under RLIMIT_AS (C and C++, threads)
+#   make test-fuzz       libFuzzer: the committed corpus, then FUZZ_CI_SECONDS of fuzzing
+#   make test-ubsan      the core suite and test-faults on a UBSan build ($(BUILD)/ubsan)
+#   make test-valgrind   memcheck with hakozuna linked, preloaded and in a static object
+#   make test-programs   python's regression tests, redis, memcached, git, gcc, sqlite
+#
+# Not in `make test`:
+#   make fuzz [FUZZ_SECONDS=600] [FUZZ_JOBS=1]   a longer fuzzing run
+#   make fuzz-merge                              add new coverage to tests/fuzz/corpus
+#   tools/soak.sh MINUTES [THREADS]              long stress, RSS over time
+#
+# HZ_LIB_DIR (default $(BUILD)) picks the libhakozuna.so that test-faults and
+# test-programs run against. Missing tools (clang, valgrind, redis, ...) are
+# installed with apt-get by tests/programs/need.sh.
+
+REL_BIN     := $(BUILD)/reliability
+HZ_LIB_DIR  ?= $(BUILD)
+REL_LOGS    := $(REL_BIN)/logs
+REL_RUN     := HZ_REL_LOGS=$(REL_LOGS) tests/faults/run.sh
+REL_NEED    := tests/programs/need.sh
+REL_CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Itests -Itests/faults -Iinclude \
+               -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free
+REL_CXX     ?= c++
+REL_HDRS    := tests/check.h tests/testutil.h tests/faults/squeeze.h include/hakozuna.h
+
+.PHONY: test-faults test-fuzz test-ubsan test-valgrind test-programs fuzz fuzz-merge \
+        rel-need-clang rel-need-valgrind ubsan-test-build
+test: test-faults test-fuzz test-ubsan test-valgrind test-programs
+
+# ---- faults --------------------------------------------------------------
+# Linked against libhakozuna.so.0 without an rpath: LD_LIBRARY_PATH picks
+# which build's library the run uses.
+test-faults: lib $(REL_BIN)/oom $(REL_BIN)/oom_cxx
+	@export LD_LIBRARY_PATH=$(abspath $(HZ_LIB_DIR)) HZ_TEST_TARGET=hakozuna; \
+	 $(REL_RUN) faults/oom$(REL_SUFFIX) 180 $(REL_BIN)/oom 8 && \
+	 $(REL_RUN) faults/oom-cxx$(REL_SUFFIX) 120 $(REL_BIN)/oom_cxx
+
+$(REL_BIN)/oom: tests/faults/oom.c $(REL_HDRS) $(LIB_SO) | $(REL_BIN)
+	$(CC) $(REL_CFLAGS) $< -o $@ -L$(BUILD) -lhakozuna -ldl
+$(REL_BIN)/oom_cxx: tests/faults/oom_cxx.cc $(REL_HDRS) $(LIB_SO) | $(REL_BIN)
+	$(REL_CXX) -std=gnu++17 -O2 -g -Wall -Wextra -pthread -Itests -Itests/faults -Iinclude \
+	    -fno-builtin-malloc -fno-builtin-free $< -o $@ -L$(BUILD) -lhakozuna -ldl
+$(REL_BIN)/soak: tests/faults/soak.c tests/check.h tests/testutil.h | $(REL_BIN)
+	$(CC) $(REL_CFLAGS) $< -o $@ -ldl
+$(REL_BIN):
+	mkdir -p $@
+
+# ---- fuzzing -------------------------------------------------------------
+# The allocator's sources are compiled into the harness with only the hz_*
+# names (HZ_NO_OVERRIDE) and coverage instrumentation plus UBSan; the
+# harness itself is compiled plainly (its checking loops would only slow
+# the coverage hooks down). No ASan: the allocator is what is under test.
+FUZZ_DIR         := $(BUILD)/fuzz
+FUZZ_BIN         := $(FUZZ_DIR)/fuzz_ops
+FUZZ_CC          ?= clang
+FUZZ_SAN         := -fsanitize=undefined -fno-sanitize-recover=all
+FUZZ_SECONDS     ?= 600
+FUZZ_CI_SECONDS  ?= 45
+FUZZ_JOBS        ?= 1
+FUZZ_OPTS        := -max_len=2048 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+                    -artifact_prefix=$(abspath $(FUZZ_DIR))/
+FUZZ_OBJS        := $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(SRCS))
+
+rel-need-clang:
+	@$(REL_NEED) $(FUZZ_CC):clang
+$(FUZZ_DIR)/obj/%.o: src/%.c $(HDRS) | rel-need-clang
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CFLAGS_BASE) -Wno-unused-function -DHZ_NO_OVERRIDE=1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
+	    -c $< -o $@
+$(FUZZ_DIR)/fuzz_ops.o: tests/fuzz/fuzz_ops.c tests/testutil.h include/hakozuna.h | rel-need-clang
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Itests -c $< -o $@
+$(FUZZ_BIN): $(FUZZ_DIR)/fuzz_ops.o $(FUZZ_OBJS)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ -o $@ -lpthread
+
+# Every committed input once, then new inputs (kept in $(FUZZ_DIR)/corpus).
+test-fuzz: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_DIR)/corpus
+	@$(REL_RUN) fuzz/corpus 300 $(FUZZ_BIN) $(FUZZ_OPTS) -runs=0 tests/fuzz/corpus
+	@$(REL_RUN) "fuzz/explore ($(FUZZ_CI_SECONDS)s)" $$(($(FUZZ_CI_SECONDS) + 120)) \
+	    $(FUZZ_BIN) $(FUZZ_OPTS) -max_total_time=$(FUZZ_CI_SECONDS) $(FUZZ_DIR)/corpus tests/fuzz/corpus
+
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_BIN) $(FUZZ_OPTS) -max_total_time=$(FUZZ_SECONDS) -jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS) \
+	    $(FUZZ_DIR)/corpus tests/fuzz/corpus
+
+fuzz-merge: $(FUZZ_BIN)
+	$(FUZZ_BIN) $(FUZZ_OPTS) -merge=1 tests/fuzz/corpus $(FUZZ_DIR)/corpus
+
+# ---- UBSan ---------------------------------------------------------------
+# The allocator built with -fsanitize=undefined in its own build directory;
+# the core suite (tests/run.sh --build) and the fault tests run against it.
+# Left out: the link/* tests, which link libhakozuna.a / hakozuna.o into
+# programs without libubsan.
+UBSAN_BUILD := $(BUILD)/ubsan
+UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=all
+UBSAN_MAKE  := $(MAKE) --no-print-directory BUILD=$(UBSAN_BUILD) CFLAGS='$(UBSAN_FLAGS)' \
+               LDLIBS_LIB='-lpthread -lubsan'
+test-ubsan: lib
+	@$(UBSAN_MAKE) lib ubsan-test-build >/dev/null
+	tests/run.sh --build $(UBSAN_BUILD) api/ threads/ misuse/ init/ options/ programs/
+	@$(MAKE) --no-print-directory test-faults HZ_LIB_DIR=$(UBSAN_BUILD) REL_SUFFIX=-ubsan
+ubsan-test-build: $(TEST_GENERIC_ALL) $(filter-out $(TEST_DIR)/link/%,$(TEST_LINKED))
+
+# ---- valgrind ------------------------------------------------------------
+rel-need-valgrind:
+	@$(REL_NEED) valgrind:valgrind
+VG_CFLAGS := -std=gnu11 -O1 -g -fno-builtin -pthread -Iinclude
+$(REL_BIN)/vg-linked: tests/faults/vg_prog.c $(LIB_SO) | $(REL_BIN)
+	$(CC) $(VG_CFLAGS) $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -Wl,--no-as-needed -lhakozuna
+$(REL_BIN)/vg-plain: tests/faults/vg_prog.c | $(REL_BIN)
+	$(CC) $(VG_CFLAGS) $< -o $@
+$(REL_BIN)/vg-object: tests/faults/vg_prog.c $(LIB_OBJ) | $(REL_BIN)
+	$(CC) $(VG_CFLAGS) $< $(LIB_OBJ) -o $@
+test-valgrind: lib rel-need-valgrind $(REL_BIN)/vg-linked $(REL_BIN)/vg-plain $(REL_BIN)/vg-object
+	@$(REL_RUN) valgrind/memcheck 300 tests/faults/valgrind.sh $(REL_BIN) $(abspath $(BUILD))/libhakozuna.so
+
+# ---- real programs -------------------------------------------------------
+test-programs: lib
+	@tests/programs/heavy.sh --lib $(HZ_LIB_DIR)/libhakozuna.so
