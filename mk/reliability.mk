@@ -58,7 +58,7 @@ FUZZ_BIN         := $(FUZZ_DIR)/fuzz_ops
 FUZZ_CC          ?= clang
 FUZZ_SAN         := -fsanitize=undefined -fno-sanitize-recover=all
 FUZZ_SECONDS     ?= 600
-FUZZ_CI_SECONDS  ?= 45
+FUZZ_CI_SECONDS  ?= 40
 FUZZ_JOBS        ?= 1
 FUZZ_OPTS        := -max_len=2048 -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
                     -artifact_prefix=$(abspath $(FUZZ_DIR))/

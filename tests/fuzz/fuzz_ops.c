@@ -16,8 +16,8 @@
  * block's id; the model records the requested size, alignment, usable size
  * and whether it came from calloc, and every op that touches a block checks
  * it against the model first: contents, alignment, usable size (>= the
- * request, == hz_good_size for unaligned requests up to 2 MiB, unchanged
- * over the block's life), zeroed calloc memory, the prefix a realloc must
+ * request, == hz_good_size for malloc/calloc requests up to 2 MiB,
+ * unchanged over the block's life), zeroed calloc memory, the prefix a realloc must
  * keep, and the errors of impossible requests (EINVAL, ENOMEM). Blocks move
  * between threads through exchange slots, so frees are remote and blocks
  * outlive the threads that made them. A failed check prints what it found
@@ -189,8 +189,9 @@ static void realloc_done(rec_t *r, void *p, size_t n, const char *what) {
   size_t keep = r->p == NULL ? 0 : (r->req < n ? r->req : n);
   size_t bad = tu_verify(p, keep, r->id);
   EXPECT(bad == 0, "%s(%zu -> %zu) = %p lost the contents at offset %zu", what, r->req, n, p, bad - 1);
-  if (p != r->p) { /* moved: a new block like malloc's */
-    adopt(r, p, n, 0, false, what);
+  if (p != r->p) { /* moved: a new block (growth may get extra room, so
+                     * no hz_good_size equality) */
+    adopt(r, p, n, 16, false, what);
     return;
   }
   /* kept in place: same usable size, which must still be enough */
