@@ -103,9 +103,9 @@ t_python() {
   "$here/need.sh" /usr/bin/python3:python3 /usr/lib/python3.11/test/regrtest.py:libpython3.11-testsuite || return 1
   local out=$tmp/python.out
   # shellcheck disable=SC2086 # a list of test names
-  (cd "$tmp" && hz env PYTHONMALLOC=malloc timeout -k 5 240 /usr/bin/python3 -m test -j2 $PY_TESTS) >"$out" 2>&1
+  (cd "$tmp" && hz env PYTHONMALLOC=malloc timeout -k 5 150 /usr/bin/python3 -m test -j2 $PY_TESTS) >"$out" 2>&1
   local rc=$?
-  [ $rc -eq 124 ] || [ $rc -eq 137 ] && { bad "timed out after 240s: $(grep -E 'running:' "$out" | tail -1)"; return 1; }
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && { bad "timed out after 150s: $(grep -E 'running:' "$out" | tail -1)"; return 1; }
   [ $rc -eq 0 ] && grep -q 'Tests result: SUCCESS' "$out" ||
     { bad "exit $rc: $(grep -E 'failed|crashed|Timeout' "$out" | head -5 | tr '\n' ' ')"; return 1; }
   local n
