@@ -21,7 +21,7 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 
 # Tests that use only the standard API: run preloaded (or on glibc).
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
-                  threads/churn init/ctor init/dlopen misuse/misuse)
+                  threads/churn threads/lastexit init/ctor init/dlopen misuse/misuse)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/init/libdlhelper.so
 # Tests linked with hakozuna.

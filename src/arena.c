@@ -43,8 +43,7 @@ static hz_arena_t hz_arenas[HZ_ARENAS_MAX];
 static uint32_t hz_arena_count = 1;
 
 static hz_lock_t hz_purge_lock = HZ_LOCK_INIT;
-static pthread_cond_t hz_purge_cv = PTHREAD_COND_INITIALIZER;
-static bool hz_purge_thread_started, hz_purge_thread_idle;
+static bool hz_purge_thread_started;
 
 void hz_arena_init(void) {
   long cpus = sysconf(_SC_NPROCESSORS_CONF);
@@ -225,12 +224,15 @@ void hz_arena_free_span(hz_span_t *s) {
   if (delay == 0) purge_locked(a, true);
   else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
   hz_unlock(&a->lock);
-  if (delay <= 0 || !hz_opt(HZ_OPTION_PURGE_THREAD)) return;
-  /* wake the purge thread if it sleeps; start it the first time */
+  hz_purge_thread_wanted();
+}
+
+/* Memory is waiting for its purge delay: make sure the purge thread runs. */
+void hz_purge_thread_wanted(void) {
+  if (hz_opt(HZ_OPTION_PURGE_DELAY) <= 0 || !hz_opt(HZ_OPTION_PURGE_THREAD)) return;
   bool start = false;
   hz_lock(&hz_purge_lock);
   if (!hz_purge_thread_started) start = hz_purge_thread_started = true;
-  else if (hz_purge_thread_idle) pthread_cond_signal(&hz_purge_cv);
   hz_unlock(&hz_purge_lock);
   if (start) purge_thread_start();
 }
@@ -279,37 +281,30 @@ void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committ
 }
 
 /* ---- the purge thread ----
- * Sleeps until memory is freed to a pool, then wakes every purge delay until
- * nothing dirty is left: a program that frees and then idles gets its memory
- * returned without calling the allocator again. */
+ * Started when memory is freed to a pool (or a huge block is cached) and no
+ * purge thread runs; wakes every purge delay and returns what has waited
+ * long enough, then exits as soon as nothing is left to return. So a program
+ * that frees and then idles gets its memory back without calling the
+ * allocator again, and a program whose last thread ends (main calling
+ * pthread_exit, a child forked from a thread) is kept alive by it for one
+ * purge delay at most. */
 static void *purge_thread_main(void *arg) {
   (void)arg;
-  hz_lock(&hz_purge_lock);
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
-    if (dirty_total() == 0 || delay < 0) {
-      hz_purge_thread_idle = true;
-      pthread_cond_wait(&hz_purge_cv, &hz_purge_lock.m);
-      hz_purge_thread_idle = false;
-      continue;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long ms = delay < 10 ? 10 : delay;
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&hz_purge_cv, &hz_purge_lock.m, &ts);
-    hz_unlock(&hz_purge_lock);
+    struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L};
+    if (delay > 0) nanosleep(&ts, NULL);
     hz_arena_purge(false);
-    hz_huge_purge(false);
+    bool huge_left = hz_huge_purge(false);
     hz_heaps_collect_abandoned();
     hz_lock(&hz_purge_lock);
+    if (delay <= 0 || (dirty_total() == 0 && !huge_left)) {
+      hz_purge_thread_started = false;
+      hz_unlock(&hz_purge_lock);
+      return NULL;
+    }
+    hz_unlock(&hz_purge_lock);
   }
-  return NULL;
 }
 
 static void purge_thread_start(void) {
@@ -340,6 +335,5 @@ void hz_arena_fork_parent(void) {
 void hz_arena_fork_child(void) {
   for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) hz_lock_reinit(&hz_arenas[i].lock);
   hz_lock_reinit(&hz_purge_lock);
-  pthread_cond_init(&hz_purge_cv, NULL);
-  hz_purge_thread_started = hz_purge_thread_idle = false; /* threads do not survive fork */
+  hz_purge_thread_started = false; /* threads do not survive fork */
 }

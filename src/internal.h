@@ -251,6 +251,7 @@ uint32_t hz_arena_pick(uint32_t heap_index);
 hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices);
 void hz_arena_free_span(hz_span_t *s);
 void hz_arena_purge(bool force);
+void hz_purge_thread_wanted(void);
 void hz_arena_fork_prepare(void);
 void hz_arena_fork_parent(void);
 void hz_arena_fork_child(void);
@@ -280,7 +281,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed);
 void *hz_huge_alloc(size_t size, size_t align, bool *zeroed);
 void hz_huge_free(void *p, const char *fn);
 size_t hz_huge_usable(const void *p, const char *fn);
-void hz_huge_purge(bool force);
+bool hz_huge_purge(bool force); /* true while cached blocks remain */
 void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes);
 void hz_huge_fork_prepare(void);
 void hz_huge_fork_parent(void);

@@ -180,10 +180,11 @@ void hz_huge_free(void *p, const char *fn) {
     hz_huge_cached_bytes += hh->map_size;
   }
   hz_unlock(&hz_huge_lock);
-  if (!keep) huge_unmap(hh);
+  if (keep) hz_purge_thread_wanted();
+  else huge_unmap(hh);
 }
 
-void hz_huge_purge(bool force) {
+bool hz_huge_purge(bool force) {
   uint64_t now = hz_os_now_ms();
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   hz_lock(&hz_huge_lock);
@@ -197,7 +198,9 @@ void hz_huge_purge(bool force) {
       link = &c->next;
     }
   }
+  bool left = hz_huge_cache != NULL;
   hz_unlock(&hz_huge_lock);
+  return left;
 }
 
 void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes) {

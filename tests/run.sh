@@ -95,6 +95,7 @@ if [ $mode = glibc ]; then
   g threads/stress 120 "$B/threads/stress"
   g threads/fork 180 "$B/threads/fork"
   g threads/churn 120 "$B/threads/churn"
+  g threads/lastexit 60 "$B/threads/lastexit"
   g init/ctor 60 "$B/init/ctor"
   g init/dlopen 60 "$B/init/dlopen"
 else
@@ -111,6 +112,7 @@ else
   core "" "$lib" hakozuna api-hz
   h() { t "$1" "$2" "$lib" hakozuna "${@:3}"; }
   h threads/churn 120 "$B/threads/churn"
+  h threads/lastexit 60 "$B/threads/lastexit"
   h init/ctor 60 "$B/init/ctor"
   h init/dlopen 60 "$B/init/dlopen"
   for kind in shared archive object static; do
