@@ -100,10 +100,8 @@ static inline void dealloc(void *p, const char *fn) {
 #if HZ_CHECKED
     if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
-    b->next = hz_next_encode(b, s->free);
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
-    s->free = b;
-    if (hz_unlikely(--s->used == 0 || s->unlisted)) hz_heap_free_slow(h, s);
+    if (hz_unlikely(hz_span_push(s, b))) hz_heap_free_slow(h, s);
     return;
   }
   free_remote(h, s, b, fn);
@@ -114,14 +112,8 @@ static size_t usable(const void *p, const char *fn) {
   if (p == NULL) return 0;
   uint8_t m = hz_segmap_get(p);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) return hz_huge_usable(p, fn);
-  if (m == HZ_MAP_SPANS) {
-    hz_span_t *s = hz_span_of(p);
-    if (s->kind != HZ_SPAN_FREE && !hz_span_misaligned(s, (uintptr_t)p) &&
-        (HZ_NOCHECK || ((const hz_block_t *)p)->tag != hz_free_tag(p)))
-      return s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD);
-  }
-  hz_check_span_ptr(p, fn); /* reports */
-  return 0;
+  hz_span_t *s = hz_check_span_ptr(p, fn); /* reports a bad pointer */
+  return s ? s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD) : 0;
 }
 
 /* ---- the hz_ API ---- */
@@ -225,8 +217,8 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
   if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX)
     return ((n + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1)) - HZ_LARGE_GUARD;
   if (n > HZ_MAX_REQUEST) return n;
-  size_t guard = HZ_LARGE_GUARD ? page_size() : 0; /* as hz_huge_alloc lays it out */
-  return ((n + 64 + guard + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - guard;
+  page_size(); /* hz_huge_guard needs the page size */
+  return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
 }
 
 HZ_EXPORT void hz_collect(int force) {

@@ -282,7 +282,7 @@ oom:
 /* ---- free slow path: a span became empty, or was full ---- */
 static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_LARGE) {
-    h->n.free[HZ_CLASS_LARGE]++;
+    h->n.large_frees++;
     if (HZ_LARGE_GUARD)
       hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
     h->n.large_bytes -= s->block_size;
@@ -298,10 +298,7 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) { span_after_free(h, s, true)
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
-  b->next = hz_next_encode(b, s->free);
-  s->free = b;
-  s->used--;
-  if (s->used == 0 || s->unlisted) span_after_free(h, s, h->live);
+  if (hz_span_push(s, b)) span_after_free(h, s, h->live);
 }
 
 /* ---- collection, thread exit, adoption ---- */

@@ -180,6 +180,14 @@ static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
   return off * s->recip >= s->recip;
 }
 
+/* A block goes back on its span's list (owner only); true when the span
+ * needs the slow path: it became empty, or was full and off its list. */
+static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
+  b->next = hz_next_encode(b, s->free);
+  s->free = b;
+  return --s->used == 0 || s->unlisted;
+}
+
 /* ---- Heaps (per-thread caches) ---- */
 #define HZ_OUTBOX 8
 typedef struct hz_outbox_s {
@@ -193,7 +201,7 @@ typedef struct hz_outbox_s {
  * from mallocs and the blocks still in use in spans. */
 typedef struct hz_heap_counters_s {
   uint64_t malloc[HZ_NCLASS + 1];
-  uint64_t free[HZ_NCLASS + 1];  /* large blocks only */
+  uint64_t large_frees;
   uint64_t remote_free[HZ_NCLASS + 1];
   uint64_t refill[HZ_NCLASS + 1];
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
@@ -307,6 +315,8 @@ void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #define HZ_LARGE_GUARD 0
 #define HZ_CANARY_SIZE 0
 #endif
+/* The inaccessible page after a huge block (checked build only). */
+static inline size_t hz_huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
 
 /* ---- locks ---- */
 typedef struct { pthread_mutex_t m; } hz_lock_t;

@@ -99,7 +99,7 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t guard = HZ_LARGE_GUARD ? hz_os_page_size : 0;
+  size_t guard = hz_huge_guard();
   size_t need = (offset + size + guard + HZ_SEG_MASK) & ~HZ_SEG_MASK;
   hz_lock(&hz_huge_lock);
   hz_huge_t *hh = cache_take(need, base_align);
@@ -153,11 +153,9 @@ static hz_huge_t *huge_lookup(const void *p, const char *fn) {
   return hh;
 }
 
-static size_t huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
-
 size_t hz_huge_usable(const void *p, const char *fn) {
   hz_huge_t *hh = huge_lookup(p, fn);
-  return hh ? hh->map_size - hh->offset - huge_guard() : 0;
+  return hh ? hh->map_size - hh->offset - hz_huge_guard() : 0;
 }
 
 void hz_huge_free(void *p, const char *fn) {
@@ -170,7 +168,7 @@ void hz_huge_free(void *p, const char *fn) {
   hz_huge_frees++;
   hz_huge_live -= hh->map_size;
   hh->cached = true;
-  if (huge_guard()) hz_os_protect((char *)hh + hh->map_size - huge_guard(), huge_guard(), true);
+  if (hz_huge_guard()) hz_os_protect((char *)hh + hh->map_size - hz_huge_guard(), hz_huge_guard(), true);
   size_t budget = (size_t)hz_opt(HZ_OPTION_HUGE_CACHE) << 20;
   bool keep = hz_opt(HZ_OPTION_PURGE_DELAY) != 0 && hz_huge_cached_bytes + hh->map_size <= budget;
   if (keep) {

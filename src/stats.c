@@ -38,7 +38,7 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
       cs[c].peak += h->n.span_blocks_peak[c];
     }
     out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
-    out->large_frees += h->n.free[HZ_CLASS_LARGE];
+    out->large_frees += h->n.large_frees;
     large_bytes += h->n.large_bytes;
   }
   out->large_live_bytes = large_bytes > 0 ? (uint64_t)large_bytes : 0;
