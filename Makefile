@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # hakozuna: `make` builds the libraries, `make test` runs every test,
 # `make bench` runs the comparison suite. Sub-makefiles in mk/ hold the
 # test, benchmark and install rules.

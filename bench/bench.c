@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Shared helpers for the benchmark programs: see bench.h. */
 #include "bench.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Shared helpers for the hakozuna benchmark programs (the .c files in bench/).
  *
  * Every program is linked normally against libc; the allocator under test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* cache scratch|thrash THREADS ITERS OBJSIZE WRITES [SEED]
  *
  * False sharing caused by the allocator. Each of THREADS threads does ITERS

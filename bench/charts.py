@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Charts for a bench/run.py results.json: charts.py RESULTS.json OUT_DIR.
 
 Writes PNGs into OUT_DIR and prints, as its last line, a JSON object mapping

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* large ITERS WS [MIN] [MAX] [SEED]
  *
  * Large blocks with a small working set: WS slots (default 8), sizes uniform

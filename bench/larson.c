@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* larson THREADS ROUNDS OPS BLOCKS [MIN] [MAX] [SEED]
  *
  * A server-like pattern: THREADS chains run at once. Each chain owns an array

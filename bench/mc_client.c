@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mc_client HOST PORT THREADS REQUESTS KEYS VMIN VMAX SET_PCT [PIPELINE] [SEED]
  *
  * A small load client for memcached's text protocol, so the suite needs no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mem_return TOTAL_MB [FREE_PCT] [IDLE1] [IDLE2] [SEED]
  *
  * Does the allocator give memory back? Builds a working set of TOTAL_MB MiB

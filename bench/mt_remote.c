@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* mt_remote THREADS ITERS WS MIN MAX REMOTE_PCT [RING_SLOTS] [SEED]
  *
  * Each thread keeps WS slots and owns a single-producer ring that the previous

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* prodcons THREADS ITERS MIN MAX [BATCH] [SEED]
  *
  * xmalloc-style producer/consumer: THREADS/2 producer threads only allocate

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* random_mixed ITERS WS MIN MAX [SEED]
  *
  * A table of WS slots. Each iteration draws one random number: its low 32 bits

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* realloc_growth append|double ITERS NSTR MAXLEN [SEED]
  *
  * NSTR strings live at once. Each iteration appends 1..32 bytes to a random

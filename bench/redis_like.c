@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* redis_like THREADS CYCLES OPS_PER_CYCLE MIN MAX [SEED]
  *
  * A key-value store's allocation pattern. Each thread keeps a pool of up to

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """hakozuna benchmark runner (`make bench`, `make bench-instructions`).
 
 Runs the programs built in BUILD/bench-bin once per allocator per run,

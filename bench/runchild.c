@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* runchild [-e NAME=VALUE]... PROG [ARGS...]
  *
  * Runs PROG as a child with the given variables added to its environment

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The benchmark suite's contents: every benchmark, its cases in each mode,
 and how its results are read. Used by bench/run.py; docs/benchmarks.md
 describes the same benchmarks for people.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* thread_flood THREADS ALLOCS [MIN] [MAX] [SEED]
  *
  * THREADS threads (the suite runs 100 and 1000) are created, wait at one

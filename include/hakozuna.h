@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hakozuna: a fast, misuse-detecting general-purpose memory allocator.
  *
  * Linking with -lhakozuna (or preloading libhakozuna.so) replaces malloc, free

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Benchmark suite (docs/benchmarks.md). Included by the root Makefile.
 #
 #   make bench                      default suite (about 10 minutes on 2 cores)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install, uninstall, and the tests of the installed copy and the Rust crate.
 #
 #   make install   [PREFIX=/usr/local] [DESTDIR=/staging] [LIBDIR=...] ...

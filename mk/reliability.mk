@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/reliability.mk: fault, fuzz, sanitizer, valgrind and real-program tests
 # (docs/reliability.md). Included by the root Makefile; `make test` runs:
 #

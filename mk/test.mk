@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # mk/test.mk: the test suite (included by the root Makefile).
 #
 #   make test                 build the libraries and the tests, run them all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The fast paths and the public API.
  *
  * malloc: size -> class, pop the current span's free list. free: the segment

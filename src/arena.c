@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Segments, the segment map and the span pools.
  *
  * Address space comes from the OS in regions (HAKOZUNA_ARENA_RESERVE MiB),

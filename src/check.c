@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Misuse reports, and the checked build's extra checks.
  *
  * Every report is one line on stderr naming the call, the problem and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Per-thread heaps: the thread cache behind the fast paths.
  *
  * A heap owns spans. For each size class it has a current span (the fast

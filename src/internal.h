@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Internal types and constants shared by the layers of hakozuna.
  *
  * Layers, bottom to top (each one file; see ARCHITECTURE.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Large and huge blocks.
  *
  * Large blocks (32 KiB < size <= 2 MiB) are whole spans of 32 KiB slices,

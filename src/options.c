@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The option table: one row per option. Environment variables
  * (HAKOZUNA_<NAME>), hz_option_* and the README's option list all come from
  * these rows (`make options-doc` prints the README's table). */

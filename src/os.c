@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The platform layer: every call into the kernel goes through here, so the
  * rest of the allocator is portable and the calls are counted for stats. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* C++ operator new/delete, written in C so that C programs linking hakozuna
  * need no libstdc++. Failure follows the standard: call the new_handler and
  * retry, then throw std::bad_alloc; both come from libstdc++ through weak

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Cross-thread frees.
  *
  * A block freed by a thread other than its span's owner never touches the

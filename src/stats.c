@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Statistics: per-thread plain counters (no atomics on the fast path),
  * summed over all heaps on demand; the text report, JSON and mallinfo all
  * read the same hz_stats_t. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/check.h: the test harness. A test includes this header, defines
  *
  *     TEST_MAIN() { ... return 0; }   (argc and argv are in scope)

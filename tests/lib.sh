@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/lib.sh: helpers for the shell tests (sourced). A test calls `check`
 # or `fail` as often as it likes and ends with `finish`; exit 77 is a skip.
 

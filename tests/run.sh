@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/run.sh: runs the test suite (`make test` builds it and calls this).
 #
 #   tests/run.sh [--glibc] [--build DIR] [PATTERN...]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/testutil.h: helpers shared by the tests (patterns, sizes, RSS, time).
  * Only the standard C library and Linux interfaces: nothing of hakozuna's. */
 #ifndef HZ_TEST_UTIL_H

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Thread-scaling probe used for docs/perf.md: mt_remote at several thread
 # counts, remote ratios and size ranges, allocators interleaved, printed one
 # line per run. Needs `make lib bench-progs`; peer libraries are taken from

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tools/soak.sh MINUTES [THREADS]: a long multi-thread stress with hakozuna
 # preloaded (not part of `make test`). Builds tests/faults/soak.c and the
 # library if needed, runs for MINUTES with THREADS threads (default: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Compiles hakozuna's C sources (../../src/*.c) into a static library for
 //! this crate. HZ_NO_OVERRIDE=1 leaves out the malloc/free/operator new
 //! overrides: the crate's copy has only the hz_* functions, so it does not

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/api/api.c: the allocation API against glibc's documented contract.
  *
  * The same battery runs over every set of names the API has: the standard

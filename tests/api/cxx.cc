@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tests/api/cxx.cc: the C++ operator new/delete family. Plain, array,
 // nothrow, sized and aligned forms; std::bad_alloc for impossible sizes,
 // nullptr from nothrow, the new_handler protocol; objects built before main

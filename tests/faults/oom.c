@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/faults/oom.c: out of memory under RLIMIT_AS.
  *
  * Blocks of every size range are allocated and filled first ("kept"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // tests/faults/oom_cxx.cc: C++ allocation under RLIMIT_AS. Every form of
 // operator new throws std::bad_alloc when the limit is reached and its
 // nothrow form returns nullptr; a new_handler that makes memory available

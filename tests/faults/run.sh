@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/faults/run.sh NAME SECONDS COMMAND...: runs one test, prints
 # "PASS  NAME  time" or "FAIL  NAME  time  why" followed by the end of its
 # output (the whole of it is kept in $HZ_REL_LOGS, default /tmp), and exits

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/faults/soak.c SECONDS THREADS [INTERVAL]: a long multi-thread
  * stress for tools/soak.sh (which preloads the allocator). Each thread keeps
  * a table of blocks (sizes from 1 byte to 4 MiB, mostly small), replaces,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/faults/squeeze.h: address-space limits for the out-of-memory tests.
  *
  * squeeze(headroom) sets RLIMIT_AS to the process's present size plus

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/faults/valgrind.sh BINDIR LIB: memcheck with hakozuna in the process.
 #
 # BINDIR holds vg_prog built three ways: vg-linked (-lhakozuna), vg-plain

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/faults/vg_prog.c: a program for the valgrind test. "clean" does
  * ordinary allocation work (every size range, realloc, threads) and frees
  * everything; "bad" also reads a freed block, writes past the end of a

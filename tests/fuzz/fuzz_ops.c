@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/fuzz/fuzz_ops.c: libFuzzer harness for the hz_* API.
  *
  * Built with the allocator's sources compiled in (-DHZ_NO_OVERRIDE=1: only

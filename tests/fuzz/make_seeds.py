@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/fuzz/make_seeds.py DIR: write the hand-made seed inputs of
 fuzz_ops (see the format in fuzz_ops.c) into DIR. The committed corpus in
 tests/fuzz/corpus is these plus what `make fuzz-merge` kept from fuzzing."""

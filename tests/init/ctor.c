@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/init/ctor.c: allocation before main and after it. A .preinit_array
  * function runs before any library's constructor (so, preloaded, before
  * hakozuna's own); then a constructor allocates, starts a thread that

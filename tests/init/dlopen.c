@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/init/dlopen.c: a dlopen'ed library that allocates in its constructor;
  * blocks cross between the program and the library in both directions; its
  * thread-local storage is used from many threads; it is closed and opened

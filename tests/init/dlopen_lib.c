@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/init/dlopen_lib.c: the library tests/init/dlopen.c loads. It
  * allocates in its constructor, frees in its destructor, has thread-local
  * storage (which the dynamic loader allocates with malloc for a dlopen'ed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Built against an installed hakozuna by tests/install/run.sh. Checks that
  * malloc in this program is hakozuna's: the blocks it hands out are counted
  * in hz_stats_get and hz_usable_size knows them. Built with -DHZ_PROBE it is

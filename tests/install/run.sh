@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Tests of `make install` / `make uninstall` and of the launcher (tools/hakozuna):
 # installs into a temporary prefix, builds tests/install/prog.c against the
 # installed copy through pkg-config and through CMake, runs what it built,

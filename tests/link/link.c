@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/link/link.c: hakozuna linked in instead of preloaded. Built four
  * ways: -lhakozuna (shared), with libhakozuna.a, with the single object
  * hakozuna.o, and -static with hakozuna.o. In each, malloc (also malloc

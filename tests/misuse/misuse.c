@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/misuse/misuse.c: misuse must end the program with one line on stderr
  * and SIGABRT. Each case runs in a forked child; the parent checks how the
  * child died and what it printed:

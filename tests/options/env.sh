@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/options/env.sh: options from HAKOZUNA_<NAME> environment variables.
 # Boolean values 1/yes/on/true in any case; HAKOZUNA_STATS=1 prints the
 # report (containing "hakozuna") on stderr at exit; a bad value warns, naming

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/options/json.sh: hz_stats_json's text is JSON (an object).
 . "$(dirname "$0")/../lib.sh"
 need python3 python3

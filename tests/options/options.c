@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/options/options.c: the option table through the header API.
  *
  *   options            hz_option_get/set/name/description round trips

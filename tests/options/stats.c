@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/options/stats.c: statistics through the header API.
  *
  *   stats        counters move as the program allocates; hz_stats_print and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/programs/heavy.sh [--lib LIB] [NAME...]: real programs under load
 # with hakozuna preloaded, their results checked. NAME (default: all):
 #

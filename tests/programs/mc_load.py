@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/programs/mc_load.py HOST PORT: load and verify a memcached server.
 
 Four connections in threads, each with its own keys: set (values of 1 byte

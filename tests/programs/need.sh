@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/programs/need.sh WHAT:PACKAGE...: make sure each WHAT (a command on
 # PATH, or an absolute path) exists; the Debian PACKAGEs of those missing are
 # installed with apt-get (as root, noninteractive), and named on stderr. Fails

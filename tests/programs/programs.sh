@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/programs/programs.sh NAME: a real program under
 # LD_PRELOAD=$HZ_LIB; its output must equal the output without the preload.
 # NAME: python (tests/programs/work.py), sort (a large generated file), gcc

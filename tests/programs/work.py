@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """tests/programs/work.py: real work for the interpreter under hakozuna.
 
 Dicts, lists, strings, json, sets, big integers, threads; prints results

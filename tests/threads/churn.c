@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/threads/churn.c: thousands of short-lived threads. Each allocates and
  * frees in several size ranges and leaves two blocks alive, which the main
  * thread checks and frees after the thread has exited. Memory that the

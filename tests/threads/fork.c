@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/threads/fork.c: fork while other threads allocate. Two threads keep
  * allocating and freeing (also each other's blocks, and large and huge ones,
  * so that every lock the allocator has is taken now and then), a third

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/threads/lastexit.c: a process ends when its last thread ends, even
  * after the allocator has started a background thread of its own.
  *

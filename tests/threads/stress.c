@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* tests/threads/stress.c: several threads allocate, hand blocks to each other
  * through a shared table and free what others allocated. Every block carries
  * a pattern derived from its address and its allocating thread, checked

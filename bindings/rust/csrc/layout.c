@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* The sizes and offsets of the C statistics structs, for the crate's test
  * that its #[repr(C)] mirrors (src/lib.rs) match include/hakozuna.h. The
  * order is the one the test lists them in. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The hakozuna memory allocator for Rust.
 //!
 //! The crate compiles hakozuna's C sources into the program (without the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Hakozuna as the global allocator of this test binary: everything the
 //! tests and the test harness allocate goes through it.
 
