@@ -70,12 +70,18 @@ typedef enum hz_option_e {
   HZ_OPTION_THREAD_CACHE,     /* KiB of empty spans a thread keeps cached */
   HZ_OPTION_HUGE_CACHE,       /* MiB of freed huge blocks kept for reuse */
   HZ_OPTION_CHECK,            /* on misuse: 1 report and abort (default), 0 report and go on */
+  HZ_OPTION_STATS_FILE,       /* string: the exit report goes to this file (%p: pid) */
   HZ_OPTION_COUNT
 } hz_option_t;
 
 long hz_option_get(hz_option_t option);
 /* Returns 0 on success, -1 (errno EINVAL) if the option or value is invalid. */
 int hz_option_set(hz_option_t option, long value);
+/* String options (a path): get returns the text ("" when unset; NULL with
+ * errno EINVAL for a numeric option), set copies it (-1 with EINVAL, or
+ * ENAMETOOLONG past 4095 bytes). For those, hz_option_get is 1 while set. */
+const char *hz_option_get_string(hz_option_t option);
+int hz_option_set_string(hz_option_t option, const char *value);
 const char *hz_option_name(hz_option_t option);        /* e.g. "purge_delay" */
 const char *hz_option_description(hz_option_t option);
 /* The whole option table as a Markdown table (the README's list). */

@@ -247,12 +247,15 @@ uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
 void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
+int hz_os_pid(void);
+int hz_os_open_report(const char *path); /* -1 on failure */
 
 /* ---- options.c ---- */
 extern long hz_options[HZ_OPTION_COUNT];
 void hz_options_init(void);
 void hz_options_late_init(void);
 static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
+bool hz_option_path(hz_option_t o, char *out, size_t size);
 
 /* ---- arena.c ---- */
 void hz_arena_init(void);

@@ -9,11 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A row with sdef set is a string option (a path): its long value is 1 while
+ * a string is set, and hz_option_get/set_string read and write the text. */
 typedef struct hz_option_desc_s {
   const char *name;
   long def, min, max;
   const char *unit;
   const char *description;
+  const char *sdef;
 } hz_option_desc_t;
 
 /* The order must follow hz_option_t in hakozuna.h. */
@@ -31,9 +34,24 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (> 2 MiB) kept mapped for reuse"},
   [HZ_OPTION_CHECK] = {"check", 1, 0, 1, "level",
                        "on a detected misuse (double/invalid free): 1 report and abort, 0 report, leak the block, go on"},
+  [HZ_OPTION_STATS_FILE] = {"stats_file", 0, 0, 1, "path",
+                            "write the exit report to this file instead of stderr (implies stats; %p: the pid)", ""},
 };
 
 long hz_options[HZ_OPTION_COUNT];
+/* Static storage: options are read before the allocator can allocate. */
+#define HZ_OPTION_STR_MAX 4096
+static char hz_option_str[HZ_OPTION_COUNT][HZ_OPTION_STR_MAX];
+
+static bool hz_option_is_string(hz_option_t o) { return hz_option_table[o].sdef != NULL; }
+
+static bool hz_option_store_string(hz_option_t o, const char *v) {
+  size_t n = strlen(v);
+  if (n >= HZ_OPTION_STR_MAX) return false;
+  memcpy(hz_option_str[o], v, n + 1);
+  hz_options[o] = n > 0;
+  return true;
+}
 
 static bool hz_option_parse(const hz_option_desc_t *d, const char *v, long *out) {
   static const struct { const char *word; long value; } words[] = {
@@ -58,7 +76,10 @@ static bool hz_options_env_seen;
 void hz_options_init(void) {
   int errno_saved = errno;
   hz_options_env_seen = environ != NULL;
-  for (int i = 0; i < HZ_OPTION_COUNT; i++) hz_options[i] = hz_option_table[i].def;
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    hz_options[i] = hz_option_table[i].def;
+    if (hz_option_is_string(i)) hz_option_store_string(i, hz_option_table[i].sdef);
+  }
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     const hz_option_desc_t *d = &hz_option_table[i];
     char env[64] = "HAKOZUNA_";
@@ -68,7 +89,10 @@ void hz_options_init(void) {
     const char *v = getenv(env);
     if (v == NULL) continue;
     long x;
-    if (hz_option_parse(d, v, &x)) hz_options[i] = x;
+    if (hz_option_is_string(i)) {
+      if (!hz_option_store_string(i, v)) hz_warning("%s is longer than %d bytes; ignored", env, HZ_OPTION_STR_MAX - 1);
+    } else if (hz_option_parse(d, v, &x))
+      hz_options[i] = x;
     else
       hz_warning("%s=\"%s\" is not valid (expected %ld..%ld %s); keeping the default %ld", env, v, d->min, d->max,
                  d->unit, d->def);
@@ -90,9 +114,41 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
   if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
   if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
   const hz_option_desc_t *d = &hz_option_table[o];
-  if (value < d->min || value > d->max) { errno = EINVAL; return -1; }
+  if (hz_option_is_string(o) || value < d->min || value > d->max) { errno = EINVAL; return -1; }
   hz_options[o] = value;
   return 0;
+}
+
+HZ_EXPORT const char *hz_option_get_string(hz_option_t o) {
+  if ((unsigned)o >= HZ_OPTION_COUNT || !hz_option_is_string(o)) { errno = EINVAL; return NULL; }
+  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  return hz_option_str[o];
+}
+
+HZ_EXPORT int hz_option_set_string(hz_option_t o, const char *value) {
+  if ((unsigned)o >= HZ_OPTION_COUNT || !hz_option_is_string(o) || value == NULL) { errno = EINVAL; return -1; }
+  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  if (!hz_option_store_string(o, value)) { errno = ENAMETOOLONG; return -1; }
+  return 0;
+}
+
+/* The option's path with %p replaced by the process id and %% by %; false
+ * when it is unset or does not fit. */
+bool hz_option_path(hz_option_t o, char *out, size_t size) {
+  const char *s = hz_option_str[o];
+  size_t n = 0;
+  for (; *s && n + 1 < size; s++) {
+    if (s[0] == '%' && s[1] == 'p') {
+      n += (size_t)snprintf(out + n, size - n, "%ld", (long)hz_os_pid());
+      s++;
+    } else {
+      if (s[0] == '%' && s[1] == '%') s++;
+      out[n++] = *s;
+    }
+  }
+  if (*s || n >= size || n == 0) return false;
+  out[n] = 0;
+  return true;
 }
 
 HZ_EXPORT const char *hz_option_name(hz_option_t o) {
@@ -109,6 +165,9 @@ HZ_EXPORT void hz_options_markdown(FILE *out) {
     const hz_option_desc_t *d = &hz_option_table[i];
     fprintf(out, "| `HAKOZUNA_");
     for (const char *c = d->name; *c; c++) fputc(toupper((unsigned char)*c), out);
-    fprintf(out, "` | %ld | %ld..%ld %s | %s |\n", d->def, d->min, d->max, d->unit, d->description);
+    if (d->sdef)
+      fprintf(out, "` | \"%s\" | %s | %s |\n", d->sdef, d->unit, d->description);
+    else
+      fprintf(out, "` | %ld | %ld..%ld %s | %s |\n", d->def, d->min, d->max, d->unit, d->description);
   }
 }

@@ -136,3 +136,17 @@ size_t hz_os_rss(void) {
   errno = errno_saved;
   return rss;
 }
+
+int hz_os_pid(void) { return (int)getpid(); }
+
+/* A descriptor for a report that must outlive the program closing its own:
+ * path NULL duplicates stderr, else the file is created (truncated). Kept
+ * above 100 so programs that close low descriptors leave it alone. */
+int hz_os_open_report(const char *path) {
+  int errno_saved = errno;
+  int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 2;
+  int kept = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 100) : -1;
+  if (path && fd >= 0) close(fd);
+  errno = errno_saved;
+  return kept;
+}

@@ -6,7 +6,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -135,13 +134,22 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
 }
 
 /* Programs like coreutils close stderr before exiting; when the report is
- * asked for, keep a descriptor of our own for it. */
+ * asked for, keep a descriptor of our own for it. The stats file is opened
+ * now, so a program that changes directory still writes where it was asked. */
 static int hz_stats_fd = -1;
 
 __attribute__((constructor)) static void hz_stats_ctor(void) {
   hz_init();
   hz_options_late_init();
-  if (hz_opt(HZ_OPTION_STATS)) hz_stats_fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+  char path[4096];
+  if (hz_opt(HZ_OPTION_STATS_FILE)) {
+    if (hz_option_path(HZ_OPTION_STATS_FILE, path, sizeof path) && (hz_stats_fd = hz_os_open_report(path)) >= 0)
+      hz_options[HZ_OPTION_STATS] = 1;
+    else
+      hz_warning("HAKOZUNA_STATS_FILE=\"%s\" cannot be opened for writing; the report goes to stderr",
+                 hz_option_get_string(HZ_OPTION_STATS_FILE));
+  }
+  if (hz_opt(HZ_OPTION_STATS) && hz_stats_fd < 0) hz_stats_fd = hz_os_open_report(NULL);
 }
 
 __attribute__((destructor)) static void hz_stats_dtor(void) {

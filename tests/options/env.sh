@@ -44,6 +44,21 @@ grep -qi purge_delay "$tmp/err" ||
 [ "$(grep -c . "$tmp/err")" -le 2 ] ||
   fail "HAKOZUNA_PURGE_DELAY=banana: warning is long: $(head -c 500 "$tmp/err")"
 
+# HAKOZUNA_STATS_FILE: the report goes to the file (%p: the pid), not to
+# stderr, also from a program that changes directory; an unwritable path warns
+# and the report goes to stderr.
+env -u HAKOZUNA_STATS HAKOZUNA_STATS_FILE="$tmp/report-%p.txt" sh -c 'cd / && exec "$0" get stats' "$opts" \
+  >"$tmp/out" 2>"$tmp/err"
+[ "$(cat "$tmp/out")" = 1 ] || fail "HAKOZUNA_STATS_FILE: stats option is '$(cat "$tmp/out")', want 1"
+[ -s "$tmp/err" ] && fail "HAKOZUNA_STATS_FILE: stderr is not empty: $(head -c 300 "$tmp/err")"
+set -- "$tmp"/report-*.txt
+[ $# = 1 ] && [ -f "$1" ] || fail "HAKOZUNA_STATS_FILE=$tmp/report-%p.txt: no single report file: $*"
+case $1 in *report-[0-9]*.txt) ;; *) fail "HAKOZUNA_STATS_FILE: %p not replaced by a pid: $1" ;; esac
+grep -q hakozuna "$1" || fail "HAKOZUNA_STATS_FILE: $1 holds no report: $(head -c 300 "$1")"
+HAKOZUNA_STATS_FILE=/nonexistent-dir/r.txt "$opts" get stats >/dev/null 2>"$tmp/err"
+grep -q STATS_FILE "$tmp/err" && grep -q 'hakozuna' "$tmp/err" ||
+  fail "HAKOZUNA_STATS_FILE unwritable: want a warning and the report on stderr: $(head -c 300 "$tmp/err")"
+
 # The report also comes from a program that is not linked with hakozuna,
 # also one that allocates before main, before any library constructor (a
 # .preinit_array function). (Not sort or ls: they close stderr themselves.)

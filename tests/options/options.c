@@ -21,7 +21,7 @@ static int by_name(const char *name) {
 static void test_table(void) {
   static const char *const expected[] = {
       "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
-      "thread_cache", "huge_cache", "check"};
+      "thread_cache", "huge_cache", "check", "stats_file"};
   CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     hz_option_t o = (hz_option_t)i;
@@ -32,6 +32,7 @@ static void test_table(void) {
            name, expected[i]);
     for (const char *c = name; *c; c++)
       CHECKF(islower((unsigned char)*c) || *c == '_', "option name \"%s\"", name);
+    if (hz_option_get_string(o) != NULL) continue; /* string options: test_string */
     /* Setting the current value back succeeds and changes nothing. */
     long v = hz_option_get(o);
     CHECKF(hz_option_set(o, v) == 0, "hz_option_set(%s, %ld) (its own value) "
@@ -73,6 +74,32 @@ static void test_set(void) {
   CHECK(hz_option_get(HZ_OPTION_CHECK) == check);
 }
 
+/* String options: the text round-trips, the numeric calls refuse them,
+ * the string calls refuse numeric options. */
+static void test_string(void) {
+  hz_option_t o = HZ_OPTION_STATS_FILE;
+  const char *old = hz_option_get_string(o);
+  CHECKF(old && *old == 0, "stats_file is \"%s\" by default, want \"\"", old ? old : "(null)");
+  CHECK(hz_option_get(o) == 0);
+  CHECK(hz_option_set_string(o, "/tmp/x-%p.txt") == 0);
+  CHECKF(strcmp(hz_option_get_string(o), "/tmp/x-%p.txt") == 0, "got \"%s\"", hz_option_get_string(o));
+  CHECK(hz_option_get(o) == 1);
+  errno = 0;
+  CHECK(hz_option_set(o, 1) == -1 && errno == EINVAL);
+  static char longer[5000];
+  memset(longer, 'a', sizeof longer - 1);
+  errno = 0;
+  CHECK(hz_option_set_string(o, longer) == -1 && errno == ENAMETOOLONG);
+  CHECK(strcmp(hz_option_get_string(o), "/tmp/x-%p.txt") == 0);
+  CHECK(hz_option_set_string(o, "") == 0 && hz_option_get(o) == 0);
+  errno = 0;
+  CHECK(hz_option_get_string(HZ_OPTION_PURGE_DELAY) == NULL && errno == EINVAL);
+  errno = 0;
+  CHECK(hz_option_set_string(HZ_OPTION_PURGE_DELAY, "1") == -1 && errno == EINVAL);
+  errno = 0;
+  CHECK(hz_option_set_string(HZ_OPTION_COUNT, "x") == -1 && errno == EINVAL);
+}
+
 TEST_MAIN() {
   if (argc == 3 && strcmp(argv[1], "get") == 0) {
     int o = by_name(argv[2]);
@@ -83,5 +110,6 @@ TEST_MAIN() {
   }
   test_table();
   test_set();
+  test_string();
   return 0;
 }
