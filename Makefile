@@ -3,17 +3,22 @@
 # `make bench` runs the comparison suite. Sub-makefiles in mk/ hold the
 # test, benchmark and install rules.
 
+# The one definition of the version: the soname, hakozuna.pc, the CMake
+# version file, `hakozuna --version` and hz_version() come from it; the
+# header's HZ_VERSION_* and the Rust crate's version are checked against it
+# (tests/install/version.sh).
+VERSION   := 0.2.0
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+
 CC      ?= cc
 BUILD   ?= build
 CFLAGS_BASE := -std=gnu11 -O2 -g -fPIC -fexceptions -Wall -Wextra -Wno-unused-parameter \
                -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
-               -fno-semantic-interposition -Iinclude -Isrc
+               -fno-semantic-interposition -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
 CFLAGS  ?=
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
 LDLIBS_LIB := -lpthread
 
-SOVERSION := 0
-VERSION   := 0.1.0
 
 SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakozuna.h
@@ -34,11 +39,11 @@ all: lib
 lib: $(LIB_SO) $(LIB_A) $(LIB_OBJ) $(LIB_CHECKED)
 lib-nocheck: $(LIB_NOCHECK)
 
-$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+$(BUILD)/obj/%.o: src/%.c $(HDRS) Makefile | $(BUILD)/obj
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
-$(BUILD)/obj-checked/%.o: src/%.c $(HDRS) | $(BUILD)/obj-checked
+$(BUILD)/obj-checked/%.o: src/%.c $(HDRS) Makefile | $(BUILD)/obj-checked
 	$(CC) $(ALL_CFLAGS) -DHZ_CHECKED=1 -c $< -o $@
-$(BUILD)/obj-nocheck/%.o: src/%.c $(HDRS) | $(BUILD)/obj-nocheck
+$(BUILD)/obj-nocheck/%.o: src/%.c $(HDRS) Makefile | $(BUILD)/obj-nocheck
 	$(CC) $(ALL_CFLAGS) -DHZ_NOCHECK=1 -c $< -o $@
 $(BUILD)/obj $(BUILD)/obj-checked $(BUILD)/obj-nocheck:
 	mkdir -p $@

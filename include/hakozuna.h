@@ -17,10 +17,14 @@
 extern "C" {
 #endif
 
+/* The version this header belongs to; hz_version() tells the version of the
+ * library a program actually runs with (they differ after an upgrade of the
+ * shared library alone). */
 #define HZ_VERSION_MAJOR 0
-#define HZ_VERSION_MINOR 1
+#define HZ_VERSION_MINOR 2
 #define HZ_VERSION_PATCH 0
 #define HZ_VERSION ((HZ_VERSION_MAJOR * 10000) + (HZ_VERSION_MINOR * 100) + HZ_VERSION_PATCH)
+#define HZ_VERSION_STRING "0.2.0"
 
 #if defined(__GNUC__)
 #define HZ_MALLOC_ATTR __attribute__((malloc, warn_unused_result))
@@ -31,6 +35,11 @@ extern "C" {
 #define HZ_ALLOC_SIZE(...)
 #define HZ_ALLOC_ALIGN(n)
 #endif
+
+/* The running library's version as a number in the form of HZ_VERSION
+ * (major * 10000 + minor * 100 + patch) and as a string ("0.2.0"). */
+int hz_version(void);
+const char *hz_version_string(void);
 
 /* ---- The standard API under hz_ names (same semantics as glibc's) ---- */
 void *hz_malloc(size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(1);

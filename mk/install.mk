@@ -88,6 +88,7 @@ test: test-install test-rust
 
 test-install: lib
 	BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) sh tests/install/run.sh
+	@BUILD=$(BUILD) sh tests/install/version.sh && echo "PASS install/version: every version string is $(VERSION)"
 
 # cargo runs without make's jobserver (this recipe does not pass it on).
 HZ_CARGO_TARGET := $(abspath $(BUILD))/cargo

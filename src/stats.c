@@ -71,7 +71,7 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 HZ_EXPORT void hz_stats_print(FILE *f) {
   hz_stats_t st = {.size = sizeof st};
   if (f == NULL || hz_stats_get(&st) != 0) return;
-  fprintf(f, "hakozuna %d.%d.%d statistics, pid %d\n", HZ_VERSION_MAJOR, HZ_VERSION_MINOR, HZ_VERSION_PATCH,
+  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION,
           (int)getpid());
   fprintf(f, "%7s %10s %10s %12s %12s %12s %10s\n", "block", "live", "peak*", "mallocs", "frees", "remote", "refills");
   for (uint32_t c = 0; c < st.class_count; c++) {
@@ -112,8 +112,7 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
   hz_stats_get(&st);
   hz_out_t o = {buf, len, 0};
   if (buf && len) buf[0] = 0;
-  outf(&o, "{\"version\":%u,\"allocator\":\"hakozuna %d.%d.%d\"", st.version, HZ_VERSION_MAJOR, HZ_VERSION_MINOR,
-       HZ_VERSION_PATCH);
+  outf(&o, "{\"version\":%u,\"allocator\":\"hakozuna %s\"", st.version, HZ_LIB_VERSION);
 #define HZ_JSON_FIELD(f) outf(&o, ",\"" #f "\":%llu", (unsigned long long)st.f);
   HZ_STATS_SCALARS(HZ_JSON_FIELD)
 #undef HZ_JSON_FIELD
@@ -131,6 +130,19 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
   }
   outf(&o, "]}");
   return o.pos;
+}
+
+/* Built with -DHZ_LIB_VERSION from the Makefile's VERSION (or the crate's). */
+HZ_EXPORT const char *hz_version_string(void) { return HZ_LIB_VERSION; }
+
+HZ_EXPORT int hz_version(void) {
+  int part[3] = {0, 0, 0}, i = 0;
+  for (const char *c = HZ_LIB_VERSION; *c && i < 3; c++) {
+    if (*c == '.') i++;
+    else if (*c >= '0' && *c <= '9') part[i] = part[i] * 10 + (*c - '0');
+    else break; /* a pre-release suffix */
+  }
+  return part[0] * 10000 + part[1] * 100 + part[2];
 }
 
 /* Programs like coreutils close stderr before exiting; when the report is

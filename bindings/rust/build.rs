@@ -39,6 +39,8 @@ fn main() {
         .include(&include)
         .include(&src)
         .define("HZ_NO_OVERRIDE", "1")
+        // The Makefile's VERSION, which tests/install/version.sh keeps equal to the crate's.
+        .define("HZ_LIB_VERSION", format!("\"{}\"", env::var("CARGO_PKG_VERSION").expect("CARGO_PKG_VERSION")).as_str())
         .opt_level(2)
         .flag("-std=gnu11")
         .flag("-fvisibility=hidden")
