@@ -286,8 +286,11 @@ static int hz_malloc_info(int options, FILE *out) {
 }
 
 /* ---- overriding the C API ---- */
-/* glibc's declarations of these carry fewer attributes than ours; harmless */
+/* glibc's declarations of these carry fewer attributes than ours; harmless
+ * (gcc warns about it; clang has no such warning group). */
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
 #define HZ_ALIAS(target) __attribute__((alias(#target), visibility("default")))
 void *malloc(size_t n) HZ_ALIAS(hz_malloc);
 void free(void *p) HZ_ALIAS(hz_free);
