@@ -81,6 +81,15 @@ check-docs: $(BUILD)/options-doc
 	  || { echo "FAIL check-docs: run 'make options-doc' and paste the table into README.md"; exit 1; }
 test: check-docs
 
+# What tests need from the machine is checked (and, as root, installed) by
+# tests/need.sh. hz_if_needed CAPABILITIES,TARGET: make TARGET when they
+# work here; a SKIP line naming the Debian package when they cannot be had.
+HZ_NEED := tests/need.sh
+hz_if_needed = $(HZ_NEED) $(1); rc=$$?; \
+	if [ $$rc = 77 ]; then echo "SKIP  $(2): needs $(1) (see the line above)"; exit 0; fi; \
+	[ $$rc = 0 ] || exit $$rc; \
+	$(MAKE) --no-print-directory $(2)
+
 # Each mk/*.mk adds its own prerequisites to these (test-unit, test-install, ...).
 .PHONY: test bench
 test: lib

@@ -39,7 +39,6 @@ DEFAULT_ALLOCS = ["hakozuna", "hakozuna-nocheck", "glibc", "mimalloc", "tcmalloc
 # Our own builds: never "peers". hakozuna-nocheck is the same library with the
 # misuse checks compiled out (`make lib-nocheck`), run only to show their cost.
 OURS = {"hakozuna": "libhakozuna.so", "hakozuna-nocheck": "libhakozuna-nocheck.so"}
-SERVER_PACKAGES = {"redis": ["redis-server", "redis-tools"], "memcached": ["memcached"]}
 RUNS = {"quick": 1, "default": 3, "full": 5}
 
 
@@ -68,31 +67,18 @@ def fmt_dur(s):
 
 # ---------------------------------------------------------------- packages
 
-_apt_updated = False
+NEED = os.path.join(ROOT, "tests", "need.sh")
 
 
-def can_apt():
-    return os.geteuid() == 0 and shutil.which("apt-get") is not None
-
-
-def apt_install(pkgs):
-    """Installs Debian packages when root with apt-get; True on success."""
-    global _apt_updated
-    if not pkgs or not can_apt():
-        return False
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    say(f"installing {' '.join(pkgs)} with apt-get ...")
-    for _ in range(2):
-        r = subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + pkgs,
-                           capture_output=True, text=True, env=env)
-        if r.returncode == 0:
-            return True
-        if _apt_updated:
-            break
-        _apt_updated = True  # a fresh machine has no package lists yet
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env)
-    say(f"  apt-get install {' '.join(pkgs)} failed: {(r.stderr or r.stdout).strip()[-300:]}")
-    return False
+def need(*caps):
+    """Makes capabilities work through tests/need.sh (the project's one list
+    of what tests and benchmarks need; it installs Debian packages when root).
+    True when all work; otherwise need.sh's SKIP lines are shown."""
+    r = subprocess.run([NEED, *caps], capture_output=True, text=True)
+    if r.returncode != 0:
+        for line in (r.stdout + r.stderr).strip().splitlines():
+            say(f"  {line}")
+    return r.returncode == 0
 
 
 def dpkg_version(path):
@@ -183,7 +169,7 @@ def resolve_allocs(names, build):
         if name in PEERS and not find_library(PEERS[name][1]):
             missing_peers.append(name)
     if missing_peers:
-        apt_install([PEERS[n][0] for n in missing_peers])
+        need(*missing_peers)
     for name in names:
         spec = name
         if "=" in name:
@@ -206,8 +192,7 @@ def resolve_allocs(names, build):
             if path:
                 found.append(Alloc(name, path, *dpkg_version(path)))
             else:
-                how = "install failed" if can_apt() else "need root and apt-get"
-                say(f"skip {name}: {lib} not found ({how}; Debian package {pkg})")
+                say(f"skip {name}: {lib} not found (Debian package {pkg})")
         elif is_path(spec):
             if not os.path.exists(spec):
                 say(f"skip {spec}: no such file")
@@ -641,7 +626,7 @@ def find_chart_python():
     for py in (sys.executable, "/usr/bin/python3"):
         if has_mpl(py):
             return py
-    if can_apt() and apt_install(["python3-matplotlib"]) and has_mpl("/usr/bin/python3"):
+    if need("matplotlib") and has_mpl("/usr/bin/python3"):
         return "/usr/bin/python3"
     return None
 
@@ -677,12 +662,8 @@ def ensure_servers(benches):
     for b in benches:
         kind = {"redis_server": "redis", "memcached": "memcached"}.get(b.name)
         if kind:
-            tools = ["redis-server", "redis-benchmark"] if kind == "redis" else ["memcached"]
-            if not all(shutil.which(t) for t in tools):
-                apt_install(SERVER_PACKAGES[kind])
-            if not all(shutil.which(t) for t in tools):
-                say(f"skip {b.name}: {' and '.join(tools)} not found (Debian: "
-                    f"{' '.join(SERVER_PACKAGES[kind])})")
+            if not need(kind):
+                say(f"skip {b.name}: {kind} is not available")
                 continue
         keep.append(b)
     return keep
@@ -773,9 +754,7 @@ def callgrind_total(path):
 
 def run_instructions(cfg, allocs):
     """Instructions per malloc+free pair under callgrind, minus the baseline."""
-    if not shutil.which("valgrind"):
-        apt_install(["valgrind"])
-    if not shutil.which("valgrind"):
+    if not need("valgrind"):
         raise SystemExit("bench-instructions needs valgrind (Debian package valgrind)")
     iters = cfg.iterations
     base_alloc = Alloc("baseline", None, None, None, "random_mixed-bump: LIFO chunk list")

@@ -53,7 +53,7 @@ HZ_INSTALLED := \
 # Directories that belong to hakozuna alone (removed by uninstall when empty).
 HZ_OWNED_DIRS := $(HZ_OBJDIR) $(CMAKEDIR)
 
-.PHONY: install uninstall install-generated test-install test-rust
+.PHONY: install uninstall install-generated test-install test-install-run test-rust
 
 install-generated:
 	@mkdir -p $(HZ_GEN)
@@ -87,6 +87,8 @@ uninstall:
 test: test-install test-rust
 
 test-install: lib
+	@$(call hz_if_needed,pkg-config cmake,test-install-run)
+test-install-run: lib
 	BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) sh tests/install/run.sh
 	@BUILD=$(BUILD) sh tests/install/version.sh && echo "PASS install/version: every version string is $(VERSION)"
 

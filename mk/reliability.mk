@@ -14,21 +14,22 @@
 #   tools/soak.sh MINUTES [THREADS]              long stress, RSS over time
 #
 # HZ_LIB_DIR (default $(BUILD)) picks the libhakozuna.so that test-faults and
-# test-programs run against. Missing tools (clang, valgrind, redis, ...) are
-# installed with apt-get by tests/programs/need.sh.
+# test-programs run against. What they need (clang's fuzzer runtime, valgrind,
+# redis, ...) is checked and, as root, installed by tests/need.sh; a test whose
+# need cannot be met here is skipped with a line naming the Debian package.
 
 REL_BIN     := $(BUILD)/reliability
 HZ_LIB_DIR  ?= $(BUILD)
 REL_LOGS    := $(REL_BIN)/logs
 REL_RUN     := HZ_REL_LOGS=$(REL_LOGS) tests/faults/run.sh
-REL_NEED    := tests/programs/need.sh
+
 REL_CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread -Itests -Itests/faults -Iinclude \
                -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free
 REL_CXX     ?= c++
 REL_HDRS    := tests/check.h tests/testutil.h tests/faults/squeeze.h include/hakozuna.h
 
 .PHONY: test-faults test-fuzz test-ubsan test-valgrind test-programs fuzz fuzz-merge \
-        rel-need-clang rel-need-valgrind ubsan-test-build
+        rel-need-fuzzer test-fuzz-run test-valgrind-run test-ubsan-run ubsan-test-build
 test: test-faults test-fuzz test-ubsan test-valgrind test-programs
 
 # ---- faults --------------------------------------------------------------
@@ -65,20 +66,22 @@ FUZZ_OPTS        := -max_len=2048 -timeout=30 -rss_limit_mb=4096 -print_final_st
                     -artifact_prefix=$(abspath $(FUZZ_DIR))/
 FUZZ_OBJS        := $(patsubst src/%.c,$(FUZZ_DIR)/obj/%.o,$(SRCS))
 
-rel-need-clang:
-	@$(REL_NEED) $(FUZZ_CC):clang
-$(FUZZ_DIR)/obj/%.o: src/%.c $(HDRS) | rel-need-clang
+rel-need-fuzzer:
+	@$(HZ_NEED) fuzzer
+$(FUZZ_DIR)/obj/%.o: src/%.c $(HDRS) | rel-need-fuzzer
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CFLAGS_BASE) -Wno-unused-function -DHZ_NO_OVERRIDE=1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) \
 	    -c $< -o $@
-$(FUZZ_DIR)/fuzz_ops.o: tests/fuzz/fuzz_ops.c tests/testutil.h include/hakozuna.h | rel-need-clang
+$(FUZZ_DIR)/fuzz_ops.o: tests/fuzz/fuzz_ops.c tests/testutil.h include/hakozuna.h | rel-need-fuzzer
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -std=gnu11 -O2 -g -Wall -Wextra -Iinclude -Itests -c $< -o $@
 $(FUZZ_BIN): $(FUZZ_DIR)/fuzz_ops.o $(FUZZ_OBJS)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) $^ -o $@ -lpthread
 
 # Every committed input once, then new inputs (kept in $(FUZZ_DIR)/corpus).
-test-fuzz: $(FUZZ_BIN)
+test-fuzz:
+	@$(call hz_if_needed,fuzzer,test-fuzz-run)
+test-fuzz-run: $(FUZZ_BIN)
 	@mkdir -p $(FUZZ_DIR)/corpus
 	@$(REL_RUN) fuzz/corpus 300 $(FUZZ_BIN) $(FUZZ_OPTS) -runs=0 tests/fuzz/corpus
 	@$(REL_RUN) "fuzz/explore ($(FUZZ_CI_SECONDS)s)" $$(($(FUZZ_CI_SECONDS) + 120)) \
@@ -102,14 +105,14 @@ UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=all
 UBSAN_MAKE  := $(MAKE) --no-print-directory BUILD=$(UBSAN_BUILD) CFLAGS='$(UBSAN_FLAGS)' \
                LDLIBS_LIB='-lpthread -lubsan'
 test-ubsan: lib
+	@$(call hz_if_needed,ubsan,test-ubsan-run)
+test-ubsan-run: lib
 	@$(UBSAN_MAKE) lib ubsan-test-build >/dev/null
 	tests/run.sh --build $(UBSAN_BUILD) api/ threads/ misuse/ init/ options/ programs/
 	@$(MAKE) --no-print-directory test-faults HZ_LIB_DIR=$(UBSAN_BUILD) REL_SUFFIX=-ubsan
 ubsan-test-build: $(TEST_GENERIC_ALL) $(filter-out $(TEST_DIR)/link/%,$(TEST_LINKED))
 
 # ---- valgrind ------------------------------------------------------------
-rel-need-valgrind:
-	@$(REL_NEED) valgrind:valgrind
 VG_CFLAGS := -std=gnu11 -O1 -g -fno-builtin -pthread -Iinclude
 $(REL_BIN)/vg-linked: tests/faults/vg_prog.c $(LIB_SO) | $(REL_BIN)
 	$(CC) $(VG_CFLAGS) $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -Wl,--no-as-needed -lhakozuna
@@ -117,7 +120,9 @@ $(REL_BIN)/vg-plain: tests/faults/vg_prog.c | $(REL_BIN)
 	$(CC) $(VG_CFLAGS) $< -o $@
 $(REL_BIN)/vg-object: tests/faults/vg_prog.c $(LIB_OBJ) | $(REL_BIN)
 	$(CC) $(VG_CFLAGS) $< $(LIB_OBJ) -o $@
-test-valgrind: lib rel-need-valgrind $(REL_BIN)/vg-linked $(REL_BIN)/vg-plain $(REL_BIN)/vg-object
+test-valgrind: lib
+	@$(call hz_if_needed,valgrind,test-valgrind-run)
+test-valgrind-run: lib $(REL_BIN)/vg-linked $(REL_BIN)/vg-plain $(REL_BIN)/vg-object
 	@$(REL_RUN) valgrind/memcheck 300 tests/faults/valgrind.sh $(REL_BIN) $(abspath $(BUILD))/libhakozuna.so
 
 # ---- real programs -------------------------------------------------------

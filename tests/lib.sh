@@ -20,16 +20,18 @@ finish() {
   fi
   exit 0
 }
-# need COMMAND PACKAGE: install PACKAGE with apt-get when COMMAND is missing
-# (as root), else skip the test.
+# need CAPABILITY...: make them work through tests/need.sh (it installs the
+# Debian packages when root); a test whose needs cannot be met here is skipped
+# (exit 77) with need.sh's line naming the package.
 need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing $2 for $1" >&2
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends "$2"; } >&2 || fail "apt-get install $2"
-    command -v "$1" >/dev/null 2>&1 && return 0
-  fi
-  echo "SKIP: $1 is not installed and cannot be installed (not root)"
-  exit 77
+  local out rc
+  # (bash knows this file's path; sh scripts source it from tests/*/)
+  if [ -n "${BASH_SOURCE:-}" ]; then out=$(dirname "$BASH_SOURCE")/need.sh; else out=$(dirname "$0")/../need.sh; fi
+  out=$("$out" "$@" 2>&1)
+  rc=$?
+  [ $rc = 0 ] && return 0
+  printf '%s\n' "$out"
+  [ $rc = 77 ] && exit 77
+  fail "tests/need.sh $*: exit $rc"
+  exit 1
 }

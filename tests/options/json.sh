@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # tests/options/json.sh: hz_stats_json's text is JSON (an object).
 . "$(dirname "$0")/../lib.sh"
-need python3 python3
+need python3
 "$TEST_BIN/options/stats" json >"${TMPDIR:-/tmp}/hz-json.$$" || fail "stats json"
 python3 -c '
 import json, sys

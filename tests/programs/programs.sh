@@ -49,7 +49,7 @@ compare() {
 
 case $name in
 python)
-  need python3 python3
+  need python3
   both python3 "$here/work.py"
   ;;
 sort)
@@ -63,7 +63,7 @@ sort)
   done
   ;;
 gcc)
-  need gcc gcc
+  need cc
   awk 'BEGIN { print "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>";
          for (i = 0; i < 400; i++)
            printf "static int f%d(int x) { int a[%d]; for (int i = 0; i < %d; i++) a[i] = x * i + %d; return a[x %% %d] ^ (x << 3); }\n", i, i % 50 + 1, i % 50 + 1, i, i % 50 + 1;
@@ -75,7 +75,7 @@ gcc)
   both sh -c "gcc -O1 -g -o prog \"$tmp/prog.c\" && ./prog"
   ;;
 git)
-  need git git
+  need git
   script='
     export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t
     export GIT_COMMITTER_EMAIL=t@example.com GIT_CONFIG_NOSYSTEM=1 HOME=$PWD
@@ -90,7 +90,7 @@ git)
   both sh -c "$script"
   ;;
 sqlite)
-  need sqlite3 sqlite3
+  need sqlite3
   cat >"$tmp/q.sql" <<'SQL'
 CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, v REAL);
 BEGIN;
