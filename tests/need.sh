@@ -56,7 +56,10 @@ compiles_runs() {
 }
 has() { command -v "$1" >/dev/null 2>&1; }
 has_lib() { ldconfig -p 2>/dev/null | grep -q "[[:space:]]$1 "; }
-py_minor() { python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11; }
+# Debian's interpreter (heavy.sh runs it by path: a python3 of pyenv or a
+# venv earlier on PATH has test modules of its own that prove nothing).
+SYS_PY=/usr/bin/python3
+py_minor() { "$SYS_PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11; }
 clang_major() { clang -dumpversion 2>/dev/null | cut -d. -f1; }
 
 cap_cc() { compiles_runs cc -x c; }
@@ -93,13 +96,15 @@ pkgs_fuzzer() {
 cap_valgrind() { valgrind --version >/dev/null 2>&1; }
 pkgs_valgrind() { echo valgrind; }
 # The interpreter ships regrtest; the test modules are a package of their own.
-cap_cpython-tests() { python3 -c 'import test.libregrtest, test.test_list, test.test_dict' >/dev/null 2>&1; }
-pkgs_cpython-tests() { echo "libpython$(py_minor)-testsuite"; }
+cap_cpython-tests() { "$SYS_PY" -c 'import test.libregrtest, test.test_list, test.test_dict' >/dev/null 2>&1; }
+pkgs_cpython-tests() {
+  if [ -x "$SYS_PY" ]; then echo "libpython$(py_minor)-testsuite"; else echo python3 libpython3.11-testsuite; fi
+}
 cap_redis() { redis-server --version >/dev/null 2>&1 && redis-benchmark --version >/dev/null 2>&1; }
 pkgs_redis() { echo redis-server redis-tools; }
 cap_memcached() { memcached -V >/dev/null 2>&1 || memcached -h >/dev/null 2>&1; }
 pkgs_memcached() { echo memcached; }
-cap_matplotlib() { python3 -c 'import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot' >/dev/null 2>&1; }
+cap_matplotlib() { "$SYS_PY" -c 'import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot' >/dev/null 2>&1; }
 pkgs_matplotlib() { echo python3-matplotlib; }
 cap_mimalloc() { has_lib libmimalloc.so.2; }
 pkgs_mimalloc() { echo libmimalloc2.0; }
