@@ -100,5 +100,5 @@ test-rust:
 	    cd bindings/rust && env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET) \
 	        cargo test --locked; \
 	else \
-	    echo "SKIP test-rust: cargo is not on PATH"; \
+	    echo "SKIP test-rust: cargo is not on PATH (Debian package cargo-web or cargo, or rustup)"; \
 	fi

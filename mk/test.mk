@@ -30,9 +30,14 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  options/options options/stats link/link-shared \
                  link/link-archive link/link-object link/link-static)
 
-.PHONY: test-run test-build test-glibc
+.PHONY: test-run test-build test-glibc test-need
+# The compilers and python3 every test build and shell test uses: installed
+# as root on a bare machine, else make stops on a line naming the package.
+test-need:
+	@$(HZ_NEED) cc cxx python3
+$(TEST_GENERIC_ALL) $(TEST_LINKED): | test-need
 test: test-run
-test-run: lib test-build
+test-run: test-need lib test-build
 	tests/run.sh --build $(BUILD) $(TESTS)
 test-build: $(TEST_GENERIC_ALL) $(TEST_LINKED)
 test-glibc: $(TEST_GENERIC_ALL)
