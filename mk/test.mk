@@ -10,7 +10,11 @@
 
 TEST_DIR := $(BUILD)/tests
 TESTS ?=
-CXX ?= c++
+# make's built-in CXX is g++; the C++ compiler the system names is c++
+# (g++ or clang++), as CC defaults to cc.
+ifeq ($(origin CXX),default)
+CXX := c++
+endif
 # -fno-builtin-*: the tests call the allocator, not the compiler's idea of it.
 TEST_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread \
                -Itests -Iinclude -fno-builtin-malloc -fno-builtin-calloc \
@@ -34,7 +38,7 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
 # The compilers and python3 every test build and shell test uses: installed
 # as root on a bare machine, else make stops on a line naming the package.
 test-need:
-	@$(HZ_NEED) cc cxx python3
+	@CC='$(CC)' CXX='$(CXX)' $(HZ_NEED) cc cxx python3
 $(TEST_GENERIC_ALL) $(TEST_LINKED): | test-need
 test: test-run
 test-run: test-need lib test-build

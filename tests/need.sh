@@ -23,12 +23,13 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
-CAPS=(cc cxx make python3 pkg-config cmake git sqlite3 ubsan fuzzer valgrind
+CAPS=(cc cxx gcc make python3 pkg-config cmake git sqlite3 ubsan fuzzer valgrind
       cpython-tests redis memcached matplotlib mimalloc tcmalloc jemalloc)
 
 declare -A WHY=(
   [cc]="the C compiler, for the library and the tests"
   [cxx]="the C++ compiler, for the C++ tests"
+  [gcc]="tests/programs: gcc itself under the allocator"
   [make]="the build"
   [python3]="shell tests' helpers, the benchmark runner"
   [pkg-config]="tests/install: a consumer through pkg-config"
@@ -62,13 +63,16 @@ SYS_PY=/usr/bin/python3
 py_minor() { "$SYS_PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3.11; }
 clang_major() { clang -dumpversion 2>/dev/null | cut -d. -f1; }
 
-cap_cc() { compiles_runs cc -x c; }
+# CC and CXX as make passes them (the compilers the tests are built with).
+cap_cc() { compiles_runs "${CC:-cc}" -x c; }
 pkgs_cc() { echo build-essential; }
 cap_cxx() {
   printf '#include <vector>\nint main() { std::vector<int> v(3); return v[0]; }\n' >"$tmp/t.cc"
-  has c++ && c++ "$tmp/t.cc" -o "$tmp/tcc" >/dev/null 2>&1 && "$tmp/tcc"
+  has "${CXX:-c++}" && ${CXX:-c++} "$tmp/t.cc" -o "$tmp/tcc" >/dev/null 2>&1 && "$tmp/tcc"
 }
 pkgs_cxx() { echo g++; }
+cap_gcc() { compiles_runs gcc -x c; }
+pkgs_gcc() { echo gcc; }
 cap_make() { has make; }
 pkgs_make() { echo make; }
 cap_python3() { python3 -c 'import json, socket, subprocess' 2>/dev/null; }

@@ -232,7 +232,7 @@ t_git() {
 
 # ---- gcc -----------------------------------------------------------------
 t_gcc() {
-  needs cc make || return 1
+  needs gcc make || return 1
   local dir=$tmp/gcc
   mkdir -p "$dir/src"
   # 20 files of functions that compute known numbers; main prints their sum.

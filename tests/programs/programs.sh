@@ -63,7 +63,7 @@ sort)
   done
   ;;
 gcc)
-  need cc
+  need gcc
   awk 'BEGIN { print "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>";
          for (i = 0; i < 400; i++)
            printf "static int f%d(int x) { int a[%d]; for (int i = 0; i < %d; i++) a[i] = x * i + %d; return a[x %% %d] ^ (x << 3); }\n", i, i % 50 + 1, i % 50 + 1, i, i % 50 + 1;
