@@ -43,7 +43,7 @@ test-faults: lib $(REL_BIN)/oom $(REL_BIN)/oom_cxx
 $(REL_BIN)/oom: tests/faults/oom.c $(REL_HDRS) $(LIB_SO) | $(REL_BIN)
 	$(CC) $(REL_CFLAGS) $< -o $@ -L$(BUILD) -lhakozuna -ldl
 $(REL_BIN)/oom_cxx: tests/faults/oom_cxx.cc $(REL_HDRS) $(LIB_SO) | $(REL_BIN)
-	$(REL_CXX) -std=gnu++17 -O2 -g -Wall -Wextra -pthread -Itests -Itests/faults -Iinclude \
+	$(REL_CXX) -std=gnu++17 -fsized-deallocation -O2 -g -Wall -Wextra -pthread -Itests -Itests/faults -Iinclude \
 	    -fno-builtin-malloc -fno-builtin-free $< -o $@ -L$(BUILD) -lhakozuna -ldl
 $(REL_BIN)/soak: tests/faults/soak.c tests/check.h tests/testutil.h | $(REL_BIN)
 	$(CC) $(REL_CFLAGS) $< -o $@ -ldl

@@ -19,7 +19,7 @@ endif
 TEST_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread \
                -Itests -Iinclude -fno-builtin-malloc -fno-builtin-calloc \
                -fno-builtin-realloc -fno-builtin-free
-TEST_CXXFLAGS := -std=gnu++17 -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread \
+TEST_CXXFLAGS := -std=gnu++17 -fsized-deallocation -O2 -g -Wall -Wextra -D_GNU_SOURCE -pthread \
                  -Itests -Iinclude -fno-builtin-malloc -fno-builtin-free
 TEST_HDRS := tests/check.h tests/testutil.h include/hakozuna.h
 HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))

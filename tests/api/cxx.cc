@@ -183,7 +183,8 @@ static void test_impossible() {
   std::size_t count = tu_opaque(SIZE_MAX / 4);
   bool threw = false;
   try {
-    std::uint64_t *p = new std::uint64_t[count];
+    // (the pointer escapes: clang may otherwise elide the new/delete pair)
+    std::uint64_t *p = static_cast<std::uint64_t *>(tu_opaque_ptr(new std::uint64_t[count]));
     delete[] p;
   } catch (const std::bad_alloc &) {
     threw = true;
