@@ -29,10 +29,19 @@ HZ_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
                -e 's|@PC_OBJDIR@|$(call hz_pc_path,$(HZ_OBJDIR))|g' \
                -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@HZ_OBJDIR@|$(HZ_OBJDIR)|g' \
                -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' \
-               -e 's|@POINTER_BYTES@|$(HZ_POINTER_BYTES)|g'
+               -e 's|@POINTER_BYTES@|$(HZ_POINTER_BYTES)|g' \
+               -e 's|@CMAKE_TO_PREFIX@|$(HZ_CMAKE_TO_PREFIX)|g' \
+               -e 's|@CM_LIBDIR@|$(call hz_cm_path,$(LIBDIR))|g' \
+               -e 's|@CM_INCLUDEDIR@|$(call hz_cm_path,$(INCLUDEDIR))|g' \
+               -e 's|@CM_OBJDIR@|$(call hz_cm_path,$(HZ_OBJDIR))|g'
 # A path under PREFIX as pkg-config writes it: ${prefix}/lib (so that
 # pkg-config --define-prefix or --define-variable=prefix=... can move it).
 hz_pc_path = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+# The same for the CMake files: ${_hz_prefix}/lib, where _hz_prefix is found
+# from the config file's own directory (HZ_CMAKE_TO_PREFIX: ../../.. for
+# lib/cmake/hakozuna), which makes the installed package relocatable.
+hz_cm_path = $(patsubst $(PREFIX)/%,$${_hz_prefix}/%,$(1))
+HZ_CMAKE_TO_PREFIX = $(shell realpath -m --relative-to='$(CMAKEDIR)' '$(PREFIX)')
 # sizeof(void *) of the compiler that builds the libraries (for the CMake version check).
 HZ_POINTER_BYTES = $(shell echo __SIZEOF_POINTER__ | $(CC) -E -P -x c - | tail -n 1)
 
@@ -62,7 +71,8 @@ install-generated:
 	    $(HZ_SUBST) packaging/$$f.in > $(HZ_GEN)/$$f || exit 1; \
 	done
 	@echo "  GEN  $(HZ_GEN)/hakozuna"
-	@sed -e "s|^HZ_LIBDIR=.*|HZ_LIBDIR='$(LIBDIR)'|" -e "s|^HZ_VERSION=.*|HZ_VERSION='$(VERSION)'|" \
+	@sed -e "s|^HZ_LIBDIR=.*|HZ_LIBDIR='$(LIBDIR)'|" \
+	    -e "s|^HZ_LIBDIR_REL=.*|HZ_LIBDIR_REL='$$(realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')'|" -e "s|^HZ_VERSION=.*|HZ_VERSION='$(VERSION)'|" \
 	    tools/hakozuna > $(HZ_GEN)/hakozuna
 
 install: lib install-generated

@@ -160,6 +160,41 @@ done
 ln -s "$prefix/bin/hakozuna" "$tmp/hz-link"
 expect "installed launcher through a symlink finds its libdir" "$lib/libhakozuna.so" "$tmp/hz-link" lib
 
+# ---- a copied prefix: CMake and the launcher use the copy, not the original ----
+moved=$tmp/moved
+check "copy the installed prefix" cp -a "$prefix" "$moved"
+check "cmake configure against the copy" cmake -S "$here" -B "$tmp/cmake-moved" -DCMAKE_PREFIX_PATH="$moved" \
+	-DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=Release
+check "cmake build against the copy" cmake --build "$tmp/cmake-moved"
+check "the CMake package of the copy names no path of the original" \
+	sh -c "! grep -rF '$prefix' '$moved/lib/cmake/hakozuna'"
+check "the copy's build links the copy's library" \
+	sh -c "grep -F '$moved/lib/libhakozuna.so' '$tmp/cmake-moved/CMakeCache.txt' '$tmp/cmake-moved/build.ninja' \
+	  '$tmp/cmake-moved/CMakeFiles/prog_shared.dir/link.txt' 2>/dev/null | grep -q ."
+for t in shared static object; do
+	check "run the copy's CMake build of prog_$t" env LD_LIBRARY_PATH="$moved/lib" "$tmp/cmake-moved/prog_$t"
+done
+expect "the copied launcher finds the copy's library" "$moved/lib/libhakozuna.so" "$moved/bin/hakozuna" lib
+check "the copied launcher runs a program on the copy's library" \
+	sh -c "'$moved/bin/hakozuna' run -- sh -c 'echo \"\$LD_PRELOAD\"' | grep -qxF '$moved/lib/libhakozuna.so'"
+rm -rf "$moved" "$tmp/cmake-moved"
+
+# ---- CMake: the source tree by add_subdirectory (as FetchContent does) ----
+check "cmake configure with add_subdirectory" cmake -S "$here" -B "$tmp/cmake-sub" -DHZ_SOURCE_DIR="$root" \
+	-DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=Release
+check "cmake build with add_subdirectory" cmake --build "$tmp/cmake-sub" -j 2
+for t in shared static object; do
+	check "run the add_subdirectory build of prog_$t" "$tmp/cmake-sub/prog_$t"
+done
+check "the add_subdirectory shared library has soname libhakozuna.so.$SOVERSION" \
+	sh -c "readelf -d '$tmp/cmake-sub/hakozuna/libhakozuna.so.$VERSION' | grep -q 'SONAME.*\[libhakozuna.so.$SOVERSION\]'"
+check "the add_subdirectory static build does not need libhakozuna" \
+	sh -c "! readelf -d '$tmp/cmake-sub/prog_static' | grep -q 'NEEDED.*libhakozuna'"
+check "the add_subdirectory library exports hz_malloc and malloc, hides internals" \
+	sh -c "nm -D --defined-only '$tmp/cmake-sub/hakozuna/libhakozuna.so' >'$tmp/syms' && grep -q ' hz_malloc\$' '$tmp/syms' \
+	  && grep -q ' malloc\$' '$tmp/syms' && ! grep -q ' hz_heap_get\$' '$tmp/syms'"
+rm -rf "$tmp/cmake-sub"
+
 # ---- DESTDIR: staged for another prefix, launcher falls back to ../lib ----
 stage=$tmp/stage
 check "make install DESTDIR" $MAKE --no-print-directory install PREFIX=/opt/hakozuna DESTDIR="$stage" BUILD="$BUILD"
