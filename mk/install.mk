@@ -17,6 +17,7 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 CMAKEDIR     ?= $(LIBDIR)/cmake/hakozuna
 # The single relocatable object for overriding malloc in static programs.
 HZ_OBJDIR    ?= $(LIBDIR)/hakozuna
+MANDIR       ?= $(PREFIX)/share/man
 INSTALL      ?= install
 
 HZ_D := $(DESTDIR)
@@ -58,7 +59,9 @@ HZ_INSTALLED := \
   $(PKGCONFIGDIR)/hakozuna.pc \
   $(CMAKEDIR)/hakozunaConfig.cmake \
   $(CMAKEDIR)/hakozunaConfigVersion.cmake \
-  $(CMAKEDIR)/hakozunaTargets.cmake
+  $(CMAKEDIR)/hakozunaTargets.cmake \
+  $(MANDIR)/man1/hakozuna.1 \
+  $(MANDIR)/man3/hakozuna.3
 # Directories that belong to hakozuna alone (removed by uninstall when empty).
 HZ_OWNED_DIRS := $(HZ_OBJDIR) $(CMAKEDIR)
 
@@ -77,7 +80,8 @@ install-generated:
 
 install: lib install-generated
 	$(INSTALL) -d $(HZ_D)$(BINDIR) $(HZ_D)$(LIBDIR) $(HZ_D)$(INCLUDEDIR) \
-	    $(HZ_D)$(PKGCONFIGDIR) $(HZ_D)$(CMAKEDIR) $(HZ_D)$(HZ_OBJDIR)
+	    $(HZ_D)$(PKGCONFIGDIR) $(HZ_D)$(CMAKEDIR) $(HZ_D)$(HZ_OBJDIR) \
+	    $(HZ_D)$(MANDIR)/man1 $(HZ_D)$(MANDIR)/man3
 	$(INSTALL) -m 755 $(LIB_SO).$(VERSION) $(LIB_CHECKED) $(HZ_D)$(LIBDIR)/
 	ln -sf libhakozuna.so.$(VERSION) $(HZ_D)$(LIBDIR)/libhakozuna.so.$(SOVERSION)
 	ln -sf libhakozuna.so.$(SOVERSION) $(HZ_D)$(LIBDIR)/libhakozuna.so
@@ -88,6 +92,8 @@ install: lib install-generated
 	$(INSTALL) -m 644 $(HZ_GEN)/hakozunaConfig.cmake $(HZ_GEN)/hakozunaConfigVersion.cmake \
 	    $(HZ_GEN)/hakozunaTargets.cmake $(HZ_D)$(CMAKEDIR)/
 	$(INSTALL) -m 755 $(HZ_GEN)/hakozuna $(HZ_D)$(BINDIR)/
+	$(INSTALL) -m 644 docs/man/hakozuna.1 $(HZ_D)$(MANDIR)/man1/
+	$(INSTALL) -m 644 docs/man/hakozuna.3 $(HZ_D)$(MANDIR)/man3/
 
 uninstall:
 	rm -f $(addprefix $(HZ_D),$(HZ_INSTALLED))

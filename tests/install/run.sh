@@ -72,7 +72,8 @@ lib=$prefix/lib
 for f in bin/hakozuna include/hakozuna.h lib/libhakozuna.so.$VERSION lib/libhakozuna.so.$SOVERSION \
 	lib/libhakozuna.so lib/libhakozuna.a lib/libhakozuna-checked.so lib/hakozuna/hakozuna.o \
 	lib/pkgconfig/hakozuna.pc lib/cmake/hakozuna/hakozunaConfig.cmake \
-	lib/cmake/hakozuna/hakozunaConfigVersion.cmake lib/cmake/hakozuna/hakozunaTargets.cmake; do
+	lib/cmake/hakozuna/hakozunaConfigVersion.cmake lib/cmake/hakozuna/hakozunaTargets.cmake \
+	share/man/man1/hakozuna.1 share/man/man3/hakozuna.3; do
 	check "installed $f" test -e "$prefix/$f"
 done
 expect "libhakozuna.so.$SOVERSION links to libhakozuna.so.$VERSION" "libhakozuna.so.$VERSION" \
@@ -83,6 +84,16 @@ check "soname is libhakozuna.so.$SOVERSION" \
 	sh -c "readelf -d '$lib/libhakozuna.so.$VERSION' | grep -q 'SONAME.*\[libhakozuna.so.$SOVERSION\]'"
 check "the launcher is executable" test -x "$prefix/bin/hakozuna"
 check "the header is the source tree's" cmp include/hakozuna.h "$prefix/include/hakozuna.h"
+if command -v groff >/dev/null 2>&1; then
+	for page in man1/hakozuna.1 man3/hakozuna.3; do
+		expect "$page renders without groff warnings" "" \
+			sh -c "groff -man -ww -z -Tutf8 '$prefix/share/man/$page' 2>&1"
+		check "$page names every HAKOZUNA_ option" sh -c \
+			"for v in \$(sed -n 's/^| \`\(HAKOZUNA_[A-Z_]*\)\`.*/\1/p' README.md); do grep -q \"^.B \$v\\\$\" '$prefix/share/man/$page' || exit 1; done"
+	done
+else
+	echo "skip - man pages not rendered: groff is missing (Debian package groff-base)"
+fi
 
 # ---- pkg-config ----
 export PKG_CONFIG_PATH="$lib/pkgconfig"
