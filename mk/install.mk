@@ -76,6 +76,7 @@ install-generated:
 	@echo "  GEN  $(HZ_GEN)/hakozuna"
 	@sed -e "s|^HZ_LIBDIR=.*|HZ_LIBDIR='$(LIBDIR)'|" \
 	    -e "s|^HZ_LIBDIR_REL=.*|HZ_LIBDIR_REL='$$(realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')'|" -e "s|^HZ_VERSION=.*|HZ_VERSION='$(VERSION)'|" \
+	    -e "s|^HZ_SOVERSION=.*|HZ_SOVERSION='$(SOVERSION)'|" \
 	    tools/hakozuna > $(HZ_GEN)/hakozuna
 
 install: lib install-generated
@@ -118,3 +119,13 @@ test-rust:
 	else \
 	    echo "SKIP test-rust: cargo is not on PATH (Debian package cargo-web or cargo, or rustup)"; \
 	fi
+
+# Debian packages: build/deb/libhakozuna<SOVERSION>_<VERSION>_<arch>.deb and
+# libhakozuna-dev_<VERSION>_<arch>.deb (tools/deb.sh says what goes where);
+# test-deb installs them with dpkg (as root only), see tests/install/deb.sh.
+.PHONY: deb test-deb
+deb: lib
+	BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) MAKE=$(MAKE) sh tools/deb.sh
+test: test-deb
+test-deb: lib
+	@BUILD=$(BUILD) VERSION=$(VERSION) SOVERSION=$(SOVERSION) MAKE=$(MAKE) sh tests/install/deb.sh
