@@ -110,14 +110,59 @@ test-install-run: lib
 	@BUILD=$(BUILD) sh tests/install/version.sh && echo "PASS install/version: every version string is $(VERSION)"
 
 # cargo runs without make's jobserver (this recipe does not pass it on).
+# test-rust: the crate's tests, then again with the features override and
+# checked; test-rust-package: cargo package and cargo publish --dry-run
+# (never a real publish); test-rust-msrv: a build with the rust-version the
+# crate declares.
 HZ_CARGO_TARGET := $(abspath $(BUILD))/cargo
+HZ_CARGO = cd bindings/rust && env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET)
+HZ_MSRV = $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' bindings/rust/Cargo.toml)
+.PHONY: crate-sources test-rust-package test-rust-msrv
+test: test-rust-package test-rust-msrv
 test-rust:
 	@if command -v cargo >/dev/null 2>&1; then \
-	    echo "cd bindings/rust && cargo test --locked"; \
-	    cd bindings/rust && env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET) \
-	        cargo test --locked; \
+	    echo "cd bindings/rust && cargo test --locked && cargo test --locked --features 'override checked'"; \
+	    $(HZ_CARGO) cargo test --locked && cargo test --locked --features 'override checked'; \
 	else \
 	    echo "SKIP test-rust: cargo is not on PATH (Debian package cargo-web or cargo, or rustup)"; \
+	fi
+
+# The published crate carries the C sources it compiles (build.rs reads c/
+# when the crate is not inside this repository) and the licence.
+crate-sources:
+	rm -rf bindings/rust/c
+	mkdir -p bindings/rust/c/src bindings/rust/c/include
+	cp src/*.c src/*.h bindings/rust/c/src/
+	cp include/hakozuna.h bindings/rust/c/include/
+	cp LICENSE bindings/rust/LICENSE
+
+test-rust-package: crate-sources
+	@if ! command -v cargo >/dev/null 2>&1; then echo "SKIP test-rust-package: cargo is not on PATH"; \
+	elif ! (cd bindings/rust && cargo info cc@1.4.0 >/dev/null 2>&1); then \
+	    echo "SKIP test-rust-package: crates.io cannot be reached (cargo package resolves the crate's dependencies there)"; \
+	else \
+	    $(HZ_CARGO) cargo package --locked --allow-dirty && \
+	    tar -tzf $(HZ_CARGO_TARGET)/package/hakozuna-$(VERSION).crate | grep -q '^hakozuna-$(VERSION)/c/src/alloc.c$$' && \
+	    cargo publish --dry-run --locked --allow-dirty && \
+	    echo "PASS test-rust-package: cargo package (built from the packaged sources) and cargo publish --dry-run"; \
+	fi
+
+# The declared minimum Rust: the toolchain from rustup (installed as root
+# when missing, as the other tests install what they need). Cargo of Rust
+# 1.63 reads only git registry indexes, so the dependencies locked in
+# Cargo.lock are vendored by today's cargo first and built offline.
+test-rust-msrv:
+	@if ! command -v rustup >/dev/null 2>&1; then echo "SKIP test-rust-msrv: rustup is not on PATH (Rust $(HZ_MSRV) is needed)"; \
+	elif ! rustup run $(HZ_MSRV) rustc --version >/dev/null 2>&1 && \
+	     ! { [ "$$(id -u)" = 0 ] && rustup toolchain install $(HZ_MSRV) --profile minimal >/dev/null 2>&1; }; then \
+	    echo "SKIP test-rust-msrv: Rust $(HZ_MSRV) is not installed (rustup toolchain install $(HZ_MSRV))"; \
+	else \
+	    echo "cd bindings/rust && cargo vendor && cargo +$(HZ_MSRV) test --locked --offline --features override"; \
+	    $(HZ_CARGO) cargo vendor --locked $(HZ_CARGO_TARGET)/vendor >/dev/null && \
+	    env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET)/msrv cargo +$(HZ_MSRV) test --locked --offline \
+	        --features override --config 'source.crates-io.replace-with="vendored-sources"' \
+	        --config 'source.vendored-sources.directory="$(HZ_CARGO_TARGET)/vendor"' && \
+	    echo "PASS test-rust-msrv: the crate builds and passes its tests with Rust $(HZ_MSRV)"; \
 	fi
 
 # Debian packages: build/deb/libhakozuna<SOVERSION>_<VERSION>_<arch>.deb and
