@@ -18,10 +18,7 @@ options=$(awk -F' [|] ' '
     print ".TP"; print ".B " name; print line
   }')
 [ -n "$options" ] || { echo "man.sh: no option rows on stdin" >&2; exit 1; }
-while IFS= read -r line; do
-	case $line in
-	.@OPTIONS@) printf '%s\n' "$options" ;;
-	*) printf '%s\n' "$line" | sed -e "s|@VERSION@|$version|g" -e "s|@SOVERSION@|$soversion|g" \
-		-e "s|@DATE@|$date|g" ;;
-	esac
-done <"$template"
+printf '%s\n' "$options" >"${TMPDIR:-/tmp}/hz-man-options.$$"
+trap 'rm -f "${TMPDIR:-/tmp}/hz-man-options.$$"' EXIT
+sed -e "s|@VERSION@|$version|g" -e "s|@SOVERSION@|$soversion|g" -e "s|@DATE@|$date|g" \
+	-e "/^\.@OPTIONS@\$/{r ${TMPDIR:-/tmp}/hz-man-options.$$" -e 'd;}' "$template"

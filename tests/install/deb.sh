@@ -85,16 +85,11 @@ for deb in "$rt_deb" "$dev_deb"; do
 done
 
 # ---- lintian ----
-if ! command -v lintian >/dev/null 2>&1; then
-	echo "installing lintian" >&2
-	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lintian; } \
-		>"$tmp/log" 2>&1 || echo "test-deb: apt-get install lintian failed" >&2
-fi
-if command -v lintian >/dev/null 2>&1; then
+if bash tests/need.sh lintian; then
 	check "lintian reports no error" lintian --fail-on error "$rt_deb" "$dev_deb"
 	grep '^[EW]:' "$tmp/log" | sed 's/^/    /'
 else
-	echo "SKIP - lintian: not installed and apt-get could not install it (Debian package lintian)"
+	echo "SKIP - lintian: not installed and could not be installed (Debian package lintian)"
 fi
 
 # ---- the runtime package alone ----
