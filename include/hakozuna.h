@@ -161,9 +161,10 @@ size_t hz_stats_json(char *buf, size_t len);
  * mi_register_output/mi_register_error allow: each call gets one
  * NUL-terminated piece of text, usually one line ending in a newline, and
  * the arg given here. fn NULL restores stderr. The hooks must not call
- * hakozuna's statistics functions; they may allocate, except the error
- * hook, which is called for misuse reports (the heap may be damaged, and
- * abort() follows unless HAKOZUNA_CHECK=0).
+ * hakozuna's statistics functions. The output hook may allocate; the error
+ * hook must not: it may be called with the allocator's locks held (a
+ * failing munmap, a misuse report, after which abort() follows unless
+ * HAKOZUNA_CHECK=0).
  *   output: the statistics report (at exit, hz_stats_print(NULL),
  *           malloc_stats()) and HAKOZUNA_VERBOSE diagnostics;
  *   error:  warnings (a bad option value) and misuse reports. */

@@ -120,6 +120,7 @@ HZ_MSRV = $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' bindings/rust/Cargo.t
 .PHONY: crate-sources test-rust-package test-rust-msrv
 test: test-rust-package test-rust-msrv
 test-rust:
+	@python3 tests/install/rust_docs.py && echo "PASS rust-docs: the crate's Stats/ClassStats docs say what hakozuna.h says"
 	@if command -v cargo >/dev/null 2>&1; then \
 	    echo "cd bindings/rust && cargo test --locked && cargo test --locked --features 'override checked'"; \
 	    $(HZ_CARGO) cargo test --locked && cargo test --locked --features 'override checked'; \

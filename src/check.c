@@ -22,9 +22,6 @@ HZ_EXPORT void hz_set_error(hz_output_fn *fn, void *arg) {
 
 /* One formatted line to the error hook or stderr; verbose diagnostics go to
  * the output hook instead. */
-static void vreport_to(bool verbose, const char *prefix, const char *fmt, va_list ap);
-static void vreport(const char *prefix, const char *fmt, va_list ap) { vreport_to(false, prefix, fmt, ap); }
-
 static void vreport_to(bool verbose, const char *prefix, const char *fmt, va_list ap) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, "hakozuna: %s", prefix);
@@ -35,11 +32,16 @@ static void vreport_to(bool verbose, const char *prefix, const char *fmt, va_lis
   if (len > sizeof buf - 2) len = sizeof buf - 2;
   buf[len++] = '\n';
   buf[len] = 0;
-  hz_output_fn *fn = verbose ? NULL : atomic_load(&hz_error_hook);
-  if (verbose) hz_output(buf, len);
-  else if (fn) fn(buf, atomic_load(&hz_error_arg));
+  if (verbose) {
+    hz_output(buf, len);
+    return;
+  }
+  hz_output_fn *fn = atomic_load(&hz_error_hook);
+  if (fn) fn(buf, atomic_load(&hz_error_arg));
   else hz_os_write(2, buf, len);
 }
+
+static void vreport(const char *prefix, const char *fmt, va_list ap) { vreport_to(false, prefix, fmt, ap); }
 
 void hz_fatal(const char *fmt, ...) {
   va_list ap;

@@ -338,8 +338,8 @@ pub unsafe fn set_output(f: Option<sys::OutputFn>, arg: *mut c_void) {
 /// `HAKOZUNA_CHECK=0`.
 ///
 /// # Safety
-/// As [`set_output`]; moreover `f` must not allocate (the heap may be
-/// damaged when a misuse is reported).
+/// As [`set_output`]; moreover `f` must not allocate: it may be called with
+/// the allocator's locks held (a failing munmap, a misuse report).
 pub unsafe fn set_error(f: Option<sys::OutputFn>, arg: *mut c_void) {
     ffi::hz_set_error(f, arg)
 }
@@ -360,7 +360,7 @@ pub struct ClassStats {
     pub peak: u64,
     /// Blocks allocated.
     pub mallocs: u64,
-    /// Blocks freed, locally and remotely.
+    /// All frees, local and remote.
     pub frees: u64,
     /// Frees by a thread other than the owner.
     pub remote_frees: u64,
@@ -372,9 +372,9 @@ pub struct ClassStats {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
-    /// Layout version, [`STATS_VERSION`].
+    /// Layout version: HZ_STATS_VERSION ([`STATS_VERSION`]).
     pub version: u32,
-    /// `size_of::<Stats>()`.
+    /// sizeof(hz_stats_t) of the caller; set it before calling ([`stats`] does).
     pub size: u32,
     /// Rows of `classes` in use.
     pub class_count: u32,
@@ -400,9 +400,9 @@ pub struct Stats {
     pub bytes_reserved: u64,
     /// Part of it not returned with madvise.
     pub bytes_committed: u64,
-    /// Part of it in spans and blocks in use.
+    /// Part of it in spans/blocks in use.
     pub bytes_in_use: u64,
-    /// Total bytes given back with madvise or munmap.
+    /// Total bytes given back with madvise/munmap.
     pub bytes_returned: u64,
     /// mmap calls.
     pub mmap_calls: u64,
@@ -410,9 +410,9 @@ pub struct Stats {
     pub munmap_calls: u64,
     /// madvise calls.
     pub madvise_calls: u64,
-    /// Peak resident set size in bytes (getrusage).
+    /// Peak resident set size in bytes, from getrusage.
     pub peak_rss: u64,
-    /// Current resident set size in bytes (0 if unavailable).
+    /// Current resident set size in bytes, from /proc/self/statm (0 if unavailable).
     pub current_rss: u64,
     // Since version 2. Bytes of blocks count whole blocks (small: the class
     // size; large and huge: as mapped), as bytes_in_use does.
