@@ -140,7 +140,7 @@ crate-sources:
 test-rust-package: crate-sources
 	@if ! command -v cargo >/dev/null 2>&1; then echo "SKIP test-rust-package: cargo is not on PATH"; \
 	elif ! (cd bindings/rust && cargo info cc@1.4.0 >/dev/null 2>&1); then \
-	    echo "SKIP test-rust-package: crates.io cannot be reached (cargo package resolves the crate's dependencies there)"; \
+	    echo "SKIP test-rust-package: crates.io cannot be reached, or this cargo has no cargo info (Rust 1.82+); cargo package resolves the dependencies there"; \
 	else \
 	    $(HZ_CARGO) cargo package --locked --allow-dirty && \
 	    tar -tzf $(HZ_CARGO_TARGET)/package/hakozuna-$(VERSION).crate | grep -q '^hakozuna-$(VERSION)/c/src/alloc.c$$' && \
