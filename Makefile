@@ -69,9 +69,9 @@ $(LIB_OBJ): $(OBJS)
 clean:
 	rm -rf $(BUILD)
 
-# The README's option table is generated from src/options.c; check-docs
-# (part of make test) fails when the README is out of date.
-.PHONY: options-doc check-docs
+# The README's option table and the man pages (docs/man) are generated from
+# src/options.c; check-docs (part of make test) fails when one is out of date.
+.PHONY: options-doc check-docs man
 $(BUILD)/options-doc: $(LIB_A)
 	printf '#include "hakozuna.h"\nint main(void) { hz_options_markdown(stdout); return 0; }\n' | \
 	  $(CC) -Iinclude -x c - -x none $(LIB_A) -lpthread -o $@
@@ -82,6 +82,17 @@ check-docs: $(BUILD)/options-doc
 	@awk '/<!-- options:begin -->/{f=1;next} /<!-- options:end -->/{f=0} f' README.md | diff -u - $(BUILD)/options.md \
 	  && echo "PASS check-docs: README option table matches src/options.c" \
 	  || { echo "FAIL check-docs: run 'make options-doc' and paste the table into README.md"; exit 1; }
+	@for page in $(MAN_PAGES); do \
+	  $(call hz_man,docs/man/$$page.in) > $(BUILD)/$$page || exit 1; \
+	  diff -u docs/man/$$page $(BUILD)/$$page || { echo "FAIL check-docs: docs/man/$$page is out of date: run 'make man'"; exit 1; }; \
+	done; echo "PASS check-docs: docs/man/hakozuna.1 and hakozuna.3 match their templates and src/options.c"
+# The man pages carry the date of this version's CHANGELOG entry.
+MAN_PAGES := hakozuna.1 hakozuna.3
+MAN_DATE = $(shell sed -n 's/^\#\# \[$(VERSION)\] - \([0-9-]*\).*/\1/p' CHANGELOG.md)
+hz_man = $(BUILD)/options-doc | sh tools/man.sh $(1) $(VERSION) $(SOVERSION) '$(MAN_DATE)'
+man: $(BUILD)/options-doc
+	@for page in $(MAN_PAGES); do $(call hz_man,docs/man/$$page.in) > docs/man/$$page || exit 1; \
+	  echo "  GEN  docs/man/$$page"; done
 test: check-docs
 
 # What tests need from the machine is checked (and, as root, installed) by

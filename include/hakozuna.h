@@ -97,13 +97,17 @@ const char *hz_option_description(hz_option_t option);
 void hz_options_markdown(FILE *out);
 
 /* ---- Statistics ---- */
-#define HZ_STATS_VERSION 1
+#define HZ_STATS_VERSION 2
 #define HZ_STATS_MAX_CLASSES 96
 
+/* Bytes of a class are blocks times block_size: allocated = mallocs *
+ * block_size (bytes handed out since the start), live = live * block_size,
+ * peak live = peak * block_size (the report and the JSON show all three). */
 typedef struct hz_class_stats_s {
   size_t block_size;     /* 0 for unused rows */
   uint64_t live;         /* blocks allocated now */
-  uint64_t peak;         /* most blocks of the class in spans at once (per thread, summed) */
+  uint64_t peak;         /* most blocks of the class in spans at once (per thread, summed): at
+                            least the most blocks ever live at once, which is not tracked */
   uint64_t mallocs;
   uint64_t frees;        /* all frees, local and remote */
   uint64_t remote_frees; /* frees by a thread other than the owner */
@@ -126,14 +130,47 @@ typedef struct hz_stats_s {
   uint64_t mmap_calls, munmap_calls, madvise_calls;
   uint64_t peak_rss;          /* bytes, from getrusage */
   uint64_t current_rss;       /* bytes, from /proc/self/statm (0 if unavailable) */
+  /* Since version 2. Bytes of blocks count whole blocks (small: the class
+   * size; large and huge: as mapped), as bytes_in_use does. */
+  uint64_t bytes_allocated;      /* bytes handed out since the start (small, large and huge) */
+  uint64_t bytes_committed_peak; /* the most bytes committed at once, exactly (sampled at each change) */
+  uint64_t blocks_live;          /* blocks allocated now (small, large and huge) */
+  /* Where bytes_committed that is not bytes_in_use sits: */
+  uint64_t unused_in_spans;      /* free room in spans that hold live blocks */
+  uint64_t unused_empty_spans;   /* empty small spans threads keep (current and spare) */
+  uint64_t unused_span_cache;    /* empty spans in thread span caches (HAKOZUNA_THREAD_CACHE) */
+  uint64_t unused_huge_cache;    /* freed huge blocks kept mapped (HAKOZUNA_HUGE_CACHE) */
+  uint64_t unused_purge_backlog; /* free memory waiting out HAKOZUNA_PURGE_DELAY */
+  uint64_t metadata;             /* segment headers (span descriptors) */
 } hz_stats_t;
 
-/* Fill *out (out->size must be set to sizeof(hz_stats_t)); 0 on success. */
+/* Fill *out (out->size must be set to sizeof(hz_stats_t) of the caller's
+ * header: a program built for version 1 gets the version-1 fields); 0 on
+ * success. */
 int hz_stats_get(hz_stats_t *out);
+/* The report that HAKOZUNA_STATS prints at exit; NULL: to the output hook
+ * (hz_set_output) if one is set, else stderr. */
 void hz_stats_print(FILE *out);
 /* Write the statistics as JSON into buf (NUL-terminated, truncated to len);
  * returns the length the full text needs, like snprintf. */
 size_t hz_stats_json(char *buf, size_t len);
+
+/* ---- Messages ----
+ * By default hakozuna writes to stderr (file descriptor 2). A program that
+ * embeds it can take the messages instead, as mimalloc's
+ * mi_register_output/mi_register_error allow: each call gets one
+ * NUL-terminated piece of text, usually one line ending in a newline, and
+ * the arg given here. fn NULL restores stderr. The hooks must not call
+ * hakozuna's statistics functions. The output hook may allocate; the error
+ * hook must not: it may be called with the allocator's locks held (a
+ * failing munmap, a misuse report, after which abort() follows unless
+ * HAKOZUNA_CHECK=0).
+ *   output: the statistics report (at exit, hz_stats_print(NULL),
+ *           malloc_stats()) and HAKOZUNA_VERBOSE diagnostics;
+ *   error:  warnings (a bad option value) and misuse reports. */
+typedef void hz_output_fn(const char *msg, void *arg);
+void hz_set_output(hz_output_fn *fn, void *arg);
+void hz_set_error(hz_output_fn *fn, void *arg);
 
 #ifdef __cplusplus
 }

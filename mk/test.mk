@@ -31,7 +31,7 @@ TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/init/libdlhelper.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
-                 options/options options/stats link/link-shared \
+                 options/options options/stats stats/report link/link-shared \
                  link/link-archive link/link-object link/link-static)
 
 .PHONY: test-run test-build test-glibc test-need
@@ -65,6 +65,9 @@ $(TEST_DIR)/api/api-hz-checked: tests/api/api.c $(TEST_HDRS) $(LIB_CHECKED)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DHZ_API $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
 $(TEST_DIR)/options/%: tests/options/%.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+$(TEST_DIR)/stats/%: tests/stats/%.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
 $(TEST_DIR)/link/link-shared: tests/link/link.c $(TEST_HDRS) $(LIB_SO)

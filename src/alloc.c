@@ -268,7 +268,7 @@ static struct mallinfo hz_mallinfo(void) {
   return mi;
 }
 
-static void hz_malloc_stats(void) { hz_stats_print(stderr); }
+static void hz_malloc_stats(void) { hz_stats_print(NULL); }
 static int hz_mallopt(int param, int value) { (void)param; (void)value; return 1; }
 
 static int hz_malloc_info(int options, FILE *out) {
@@ -276,12 +276,7 @@ static int hz_malloc_info(int options, FILE *out) {
     errno = EINVAL;
     return -1;
   }
-  hz_stats_t st = {.size = sizeof st};
-  hz_stats_get(&st);
-  fprintf(out, "<malloc version=\"hakozuna-%d.%d.%d\">\n", HZ_VERSION_MAJOR, HZ_VERSION_MINOR, HZ_VERSION_PATCH);
-  fprintf(out, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n",
-          (unsigned long long)st.bytes_committed, (unsigned long long)st.bytes_reserved);
-  fprintf(out, "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n", (unsigned long long)st.bytes_in_use);
+  hz_stats_malloc_info(out);
   return 0;
 }
 

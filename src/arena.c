@@ -126,6 +126,7 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   a->segments = seg;
   a->segment_count++;
   a->free_clean_slices += HZ_SLICES - 1;
+  hz_stats_commit((int64_t)HZ_SLICE_SIZE); /* the header */
   hz_segmap[(uintptr_t)seg >> HZ_SEG_SHIFT] = HZ_MAP_SPANS;
   return seg;
 }
@@ -138,6 +139,7 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   seg->free_slices -= (uint32_t)n;
   a->free_clean_slices -= n - dirty;
   a->dirty_slices -= dirty;
+  if (n > dirty) hz_stats_commit((int64_t)((n - dirty) * HZ_SLICE_SIZE));
   hz_span_t *s = &seg->spans[idx];
   for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = s;
   memset(s, 0, sizeof *s);
@@ -200,6 +202,7 @@ static void purge_locked(hz_arena_t *a, bool force) {
       dirty &= ~mask_run(i, j - i);
       a->dirty_slices -= j - i;
       a->free_clean_slices += j - i;
+      hz_stats_commit(-(int64_t)((j - i) * HZ_SLICE_SIZE));
     }
     mask_put(seg->dirty_mask, 0);
   }
@@ -264,6 +267,36 @@ void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
         const hz_span_t *s = &seg->spans[j];
         if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += s->used - s->pinned;
       }
+    hz_unlock(&a->lock);
+  }
+}
+
+/* Where committed memory that holds no live block is (racy reads of the
+ * spans of other threads, as hz_arena_live_blocks). */
+void hz_arena_usage(hz_arena_usage_t *u) {
+  memset(u, 0, sizeof *u);
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    hz_lock(&a->lock);
+    u->dirty += a->dirty_slices * HZ_SLICE_SIZE;
+    u->headers += a->segment_count * HZ_SLICE_SIZE;
+    for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next) {
+      hz_mask_t in_pool = mask_get(seg->free_mask);
+      for (size_t j = 1; j < HZ_SLICES; j++) {
+        const hz_span_t *s = &seg->spans[j];
+        if (seg->slice_span[j] != s) continue; /* not the head of a span */
+        uint64_t bytes = (uint64_t)s->slice_count * HZ_SLICE_SIZE;
+        if (s->kind == HZ_SPAN_SMALL) {
+          uint64_t live = s->used - s->pinned;
+          if (live == 0) u->empty_spans += bytes;
+          else u->span_free += bytes - live * s->block_size;
+        } else if (s->kind == HZ_SPAN_LARGE) {
+          u->span_free += bytes - s->block_size;
+        } else if (!((in_pool >> j) & 1)) {
+          u->span_cache += bytes; /* free, yet not in the pool: a heap keeps it */
+        }
+      }
+    }
     hz_unlock(&a->lock);
   }
 }

@@ -12,7 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void vreport(const char *prefix, const char *fmt, va_list ap) {
+static hz_output_fn *_Atomic hz_error_hook;
+static void *_Atomic hz_error_arg;
+
+HZ_EXPORT void hz_set_error(hz_output_fn *fn, void *arg) {
+  atomic_store(&hz_error_arg, arg);
+  atomic_store(&hz_error_hook, fn);
+}
+
+/* One formatted line to the error hook or stderr; verbose diagnostics go to
+ * the output hook instead. */
+static void vreport_to(bool verbose, const char *prefix, const char *fmt, va_list ap) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, "hakozuna: %s", prefix);
   if (n < 0) n = 0;
@@ -21,8 +31,17 @@ static void vreport(const char *prefix, const char *fmt, va_list ap) {
   size_t len = (size_t)n + (size_t)m;
   if (len > sizeof buf - 2) len = sizeof buf - 2;
   buf[len++] = '\n';
-  hz_os_write(2, buf, len);
+  buf[len] = 0;
+  if (verbose) {
+    hz_output(buf, len);
+    return;
+  }
+  hz_output_fn *fn = atomic_load(&hz_error_hook);
+  if (fn) fn(buf, atomic_load(&hz_error_arg));
+  else hz_os_write(2, buf, len);
 }
+
+static void vreport(const char *prefix, const char *fmt, va_list ap) { vreport_to(false, prefix, fmt, ap); }
 
 void hz_fatal(const char *fmt, ...) {
   va_list ap;
@@ -43,7 +62,7 @@ void hz_verbose(const char *fmt, ...) {
   if (!hz_opt(HZ_OPTION_VERBOSE)) return;
   va_list ap;
   va_start(ap, fmt);
-  vreport("", fmt, ap);
+  vreport_to(true, "", fmt, ap);
   va_end(ap);
 }
 

@@ -208,6 +208,7 @@ typedef struct hz_heap_counters_s {
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
   uint64_t span_blocks_peak[HZ_NCLASS];
   int64_t large_bytes;                   /* large bytes allocated here minus freed here */
+  uint64_t large_bytes_allocated;        /* large bytes allocated here, ever */
 } hz_heap_counters_t;
 
 typedef struct hz_heap_s {
@@ -256,6 +257,7 @@ void hz_options_init(void);
 void hz_options_late_init(void);
 static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
 bool hz_option_path(hz_option_t o, char *out, size_t size);
+void hz_options_print(FILE *out); /* one line: name=value ... */
 
 /* ---- arena.c ---- */
 void hz_arena_init(void);
@@ -269,6 +271,15 @@ void hz_arena_fork_parent(void);
 void hz_arena_fork_child(void);
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]);
+/* Committed bytes of the segments that hold no live block, by where. */
+typedef struct hz_arena_usage_s {
+  uint64_t span_free;   /* free room in small and large spans with blocks in use */
+  uint64_t empty_spans; /* small spans of a heap with no block in use */
+  uint64_t span_cache;  /* spans in heaps' span caches */
+  uint64_t dirty;       /* free pool slices not yet purged */
+  uint64_t headers;     /* slice 0 of each segment */
+} hz_arena_usage_t;
+void hz_arena_usage(hz_arena_usage_t *u);
 
 /* ---- heap.c ---- */
 void hz_init(void);
@@ -295,9 +306,16 @@ void hz_huge_free(void *p, const char *fn);
 size_t hz_huge_usable(const void *p, const char *fn);
 bool hz_huge_purge(bool force); /* true while cached blocks remain */
 void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes);
+uint64_t hz_huge_allocated_bytes(void);
 void hz_huge_fork_prepare(void);
 void hz_huge_fork_parent(void);
 void hz_huge_fork_child(void);
+
+/* ---- stats.c ---- */
+/* Bytes committed (+) or returned (-), for the committed peak. */
+void hz_stats_commit(int64_t delta);
+void hz_output(const char *msg, size_t n); /* to the output hook or stderr */
+void hz_stats_malloc_info(FILE *out);      /* malloc_info(0, out) */
 
 /* ---- check.c ---- */
 __attribute__((noreturn, cold)) void hz_fatal(const char *fmt, ...);

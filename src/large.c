@@ -35,6 +35,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
   h->n.large_bytes += bs;
+  h->n.large_bytes_allocated += bs;
   hz_block_t *b = (hz_block_t *)s->start;
   b->tag = 0;
   return b;
@@ -55,7 +56,7 @@ typedef struct hz_huge_s {
 static hz_lock_t hz_huge_lock = HZ_LOCK_INIT;
 static hz_huge_t *hz_huge_cache;
 static size_t hz_huge_cached_bytes;
-static uint64_t hz_huge_allocs, hz_huge_frees, hz_huge_live;
+static uint64_t hz_huge_allocs, hz_huge_frees, hz_huge_live, hz_huge_allocated;
 
 static void segmap_mark(hz_huge_t *hh, uint8_t v) {
   uintptr_t i = (uintptr_t)hh >> HZ_SEG_SHIFT, n = hh->map_size >> HZ_SEG_SHIFT;
@@ -65,6 +66,7 @@ static void segmap_mark(hz_huge_t *hh, uint8_t v) {
 
 static void huge_unmap(hz_huge_t *hh) {
   segmap_mark(hh, HZ_MAP_NONE);
+  hz_stats_commit(-(int64_t)hh->map_size);
   hz_os_unmap(hh, hh->map_size);
 }
 
@@ -119,6 +121,7 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
       return NULL;
     }
     hh->map_size = need;
+    hz_stats_commit((int64_t)need);
     hh->base_align = base_align;
     hh->magic = hz_key ^ (uintptr_t)hh;
     segmap_mark(hh, HZ_MAP_HUGE);
@@ -129,6 +132,7 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
   hz_lock(&hz_huge_lock);
   hz_huge_allocs++;
   hz_huge_live += hh->map_size;
+  hz_huge_allocated += hh->map_size;
   hz_unlock(&hz_huge_lock);
   return (char *)hh + offset;
 }
@@ -209,6 +213,13 @@ void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, u
   *live_bytes = hz_huge_live;
   *cached_bytes = hz_huge_cached_bytes;
   hz_unlock(&hz_huge_lock);
+}
+
+uint64_t hz_huge_allocated_bytes(void) {
+  hz_lock(&hz_huge_lock);
+  uint64_t n = hz_huge_allocated;
+  hz_unlock(&hz_huge_lock);
+  return n;
 }
 
 void hz_huge_fork_prepare(void) { hz_lock(&hz_huge_lock); }

@@ -159,6 +159,16 @@ HZ_EXPORT const char *hz_option_description(hz_option_t o) {
   return (unsigned)o < HZ_OPTION_COUNT ? hz_option_table[o].description : NULL;
 }
 
+/* The options in effect, for the top of the statistics report. */
+void hz_options_print(FILE *out) {
+  fprintf(out, "options:");
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    if (hz_option_is_string(i)) fprintf(out, " %s=\"%s\"", hz_option_table[i].name, hz_option_str[i]);
+    else fprintf(out, " %s=%ld", hz_option_table[i].name, hz_options[i]);
+  }
+  fputc('\n', out);
+}
+
 HZ_EXPORT void hz_options_markdown(FILE *out) {
   fprintf(out, "| variable | default | range | description |\n|---|---|---|---|\n");
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {

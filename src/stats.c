@@ -15,13 +15,66 @@
 #define HZ_STATS_SCALARS(X)                                                                                   \
   X(thread_count) X(large_allocs) X(large_frees) X(large_live_bytes) X(huge_allocs) X(huge_frees)           \
   X(huge_live_bytes) X(segments) X(bytes_reserved) X(bytes_committed) X(bytes_in_use) X(bytes_returned)    \
-  X(mmap_calls) X(munmap_calls) X(madvise_calls) X(peak_rss) X(current_rss)
+  X(mmap_calls) X(munmap_calls) X(madvise_calls) X(peak_rss) X(current_rss) X(bytes_allocated)              \
+  X(bytes_committed_peak) X(blocks_live) X(unused_in_spans) X(unused_empty_spans) X(unused_span_cache)       \
+  X(unused_huge_cache) X(unused_purge_backlog) X(metadata)
+
+static int stats_get(hz_stats_t *out);
+
+/* Committed bytes now and at most (arena and huge blocks), changed on the
+ * slow paths that commit or return memory. */
+static _Atomic int64_t hz_committed_now;
+static _Atomic uint64_t hz_committed_peak;
+
+void hz_stats_commit(int64_t delta) {
+  int64_t now = atomic_fetch_add_explicit(&hz_committed_now, delta, memory_order_relaxed) + delta;
+  uint64_t peak = atomic_load_explicit(&hz_committed_peak, memory_order_relaxed);
+  while (now > 0 && (uint64_t)now > peak &&
+         !atomic_compare_exchange_weak_explicit(&hz_committed_peak, &peak, (uint64_t)now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+/* A caller built with an older header gets the fields its hz_stats_t has. */
+#define HZ_STATS_V1_SIZE offsetof(hz_stats_t, bytes_allocated)
 
 HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
-  if (out == NULL || out->size < sizeof(hz_stats_t)) {
+  if (out == NULL || out->size < HZ_STATS_V1_SIZE) {
     errno = EINVAL;
     return -1;
   }
+  size_t size = out->size < sizeof(hz_stats_t) ? out->size : sizeof(hz_stats_t);
+  hz_stats_t st = {.size = sizeof st};
+  stats_get(&st);
+  if (size < sizeof st) st.version = 1;
+  st.size = (uint32_t)size;
+  memcpy(out, &st, size);
+  return 0;
+}
+
+/* Where committed memory that holds no live block is, the blocks live and
+ * the bytes ever allocated (the fields since version 2). */
+static void stats_get_usage(hz_stats_t *out) {
+  hz_arena_usage_t u;
+  hz_arena_usage(&u);
+  out->unused_in_spans = u.span_free;
+  out->unused_empty_spans = u.empty_spans;
+  out->unused_span_cache = u.span_cache;
+  out->unused_purge_backlog = u.dirty;
+  out->metadata = u.headers;
+  uint64_t huge_allocs, huge_frees, huge_live;
+  hz_huge_counters(&huge_allocs, &huge_frees, &huge_live, &out->unused_huge_cache);
+  out->blocks_live = out->large_allocs - out->large_frees + out->huge_allocs - out->huge_frees;
+  out->bytes_allocated = hz_huge_allocated_bytes();
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) out->bytes_allocated += h->n.large_bytes_allocated;
+  for (uint32_t c = 0; c < out->class_count; c++) {
+    out->blocks_live += out->classes[c].live;
+    out->bytes_allocated += out->classes[c].mallocs * hz_class_size(c);
+  }
+  out->bytes_committed_peak = atomic_load_explicit(&hz_committed_peak, memory_order_relaxed);
+}
+
+static int stats_get(hz_stats_t *out) {
   hz_init();
   memset(out, 0, sizeof *out);
   out->version = HZ_STATS_VERSION;
@@ -63,38 +116,168 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;
   out->current_rss = hz_os_rss();
+  stats_get_usage(out);
   return 0;
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-HZ_EXPORT void hz_stats_print(FILE *f) {
+/* A byte count in at most 7 characters: 512, 12.3K, 4.0M, 1.5G. */
+static const char *human(char buf[16], uint64_t b) {
+  static const char units[] = "KMGTP";
+  if (b < 1024) {
+    snprintf(buf, 16, "%llu", (unsigned long long)b);
+    return buf;
+  }
+  double v = (double)b / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, u++;
+  snprintf(buf, 16, "%.1f%c", v, units[u]);
+  return buf;
+}
+
+/* The report: the options in effect, a row per size class in use (blocks,
+ * then bytes), where the memory is, and at exit the blocks never freed. */
+static void stats_report(FILE *f, bool at_exit) {
   hz_stats_t st = {.size = sizeof st};
-  if (f == NULL || hz_stats_get(&st) != 0) return;
-  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION,
-          (int)getpid());
-  fprintf(f, "%7s %10s %10s %12s %12s %12s %10s\n", "block", "live", "peak*", "mallocs", "frees", "remote", "refills");
+  if (hz_stats_get(&st) != 0) return;
+  char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
+  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, (int)getpid());
+  hz_options_print(f);
+  fprintf(f, "%7s %10s %10s %12s %12s %12s %10s %9s %9s %9s\n", "block", "live", "peak*", "mallocs", "frees",
+          "remote", "refills", "allocB", "liveB", "peak*B");
   for (uint32_t c = 0; c < st.class_count; c++) {
     const hz_class_stats_t *cs = &st.classes[c];
     if (cs->mallocs == 0 && cs->frees == 0) continue;
-    fprintf(f, "%7zu %10llu %10llu %12llu %12llu %12llu %10llu\n", cs->block_size, (unsigned long long)cs->live,
-            (unsigned long long)cs->peak, (unsigned long long)cs->mallocs, (unsigned long long)cs->frees,
-            (unsigned long long)cs->remote_frees, (unsigned long long)cs->refills);
+    fprintf(f, "%7zu %10llu %10llu %12llu %12llu %12llu %10llu %9s %9s %9s\n", cs->block_size,
+            (unsigned long long)cs->live, (unsigned long long)cs->peak, (unsigned long long)cs->mallocs,
+            (unsigned long long)cs->frees, (unsigned long long)cs->remote_frees, (unsigned long long)cs->refills,
+            human(b1, cs->mallocs * cs->block_size), human(b2, cs->live * cs->block_size),
+            human(b3, cs->peak * cs->block_size));
   }
-  fprintf(f, "  large %10llu %10s %12llu %12llu  (%.1f MiB live)\n",
+  fprintf(f, "  large %10llu %10s %12llu %12llu %12s %10s %9s %9s\n",
           (unsigned long long)(st.large_allocs - st.large_frees), "-", (unsigned long long)st.large_allocs,
-          (unsigned long long)st.large_frees, mib(st.large_live_bytes));
-  fprintf(f, "   huge %10llu %10s %12llu %12llu  (%.1f MiB live)\n",
+          (unsigned long long)st.large_frees, "-", "-", "-", human(b1, st.large_live_bytes));
+  fprintf(f, "   huge %10llu %10s %12llu %12llu %12s %10s %9s %9s\n",
           (unsigned long long)(st.huge_allocs - st.huge_frees), "-", (unsigned long long)st.huge_allocs,
-          (unsigned long long)st.huge_frees, mib(st.huge_live_bytes));
-  fprintf(f, "  * peak: most blocks of the class in spans at once, summed over thread heaps\n");
+          (unsigned long long)st.huge_frees, "-", "-", "-", human(b1, st.huge_live_bytes));
+  fprintf(f, "  * peak: most blocks of the class in spans at once, summed over thread heaps (at least the\n"
+             "    most ever live at once); allocB, liveB, peak*B: those counts times the block size\n");
+  fprintf(f, "bytes: %s allocated in all, %s live in %llu blocks; committed %s now, %s at most\n",
+          human(b1, st.bytes_allocated), human(b2, st.bytes_in_use), (unsigned long long)st.blocks_live,
+          human(b3, st.bytes_committed), human(b4, st.bytes_committed_peak));
   fprintf(f, "memory: %.1f MiB reserved, %.1f MiB committed, %.1f MiB in use, %.1f MiB returned to the OS\n",
           mib(st.bytes_reserved), mib(st.bytes_committed), mib(st.bytes_in_use), mib(st.bytes_returned));
+  fprintf(f, "committed, not in use: %s free in spans in use, %s empty spans kept, %s span caches, "
+             "%s huge cache, %s purge backlog; %s metadata\n",
+          human(b1, st.unused_in_spans), human(b2, st.unused_empty_spans), human(b3, st.unused_span_cache),
+          human(b4, st.unused_huge_cache), human(b5, st.unused_purge_backlog), human(b6, st.metadata));
   fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st.current_rss),
           mib(st.peak_rss), st.thread_count, (unsigned long long)st.segments);
   fprintf(f, "os calls: %llu mmap, %llu munmap, %llu madvise\n", (unsigned long long)st.mmap_calls,
           (unsigned long long)st.munmap_calls, (unsigned long long)st.madvise_calls);
+  if (at_exit)
+    fprintf(f, "%llu blocks (%s) still live at exit\n", (unsigned long long)st.blocks_live,
+            human(b1, st.bytes_in_use));
 }
+
+/* malloc_info(): glibc's XML layout, so tools that parse glibc's output read
+ * ours. One <heap>: the free blocks of each size class (as glibc lists its
+ * free chunks by size), then the totals. "rest" is every committed byte not
+ * in use; "mmap" the huge blocks; system current/max the committed bytes now
+ * and at most; aspace the address space reserved and committed. */
+static void info_totals(FILE *out, uint64_t free_count, uint64_t unused, const hz_stats_t *mmap) {
+  fprintf(out, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"%llu\" size=\"%llu\"/>\n",
+          (unsigned long long)free_count, (unsigned long long)unused);
+  if (mmap)
+    fprintf(out, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
+            (unsigned long long)(mmap->huge_allocs - mmap->huge_frees), (unsigned long long)mmap->huge_live_bytes);
+}
+
+static void info_system(FILE *out, const hz_stats_t *st) {
+  fprintf(out, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
+               "<aspace type=\"total\" size=\"%llu\"/>\n<aspace type=\"mprotect\" size=\"%llu\"/>\n",
+          (unsigned long long)st->bytes_committed, (unsigned long long)st->bytes_committed_peak,
+          (unsigned long long)st->bytes_reserved, (unsigned long long)st->bytes_committed);
+}
+
+void hz_stats_malloc_info(FILE *out) {
+  hz_stats_t st = {.size = sizeof st};
+  if (hz_stats_get(&st) != 0) return;
+  uint64_t capacity[HZ_NCLASS] = {0};
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all)
+    for (int c = 0; c < HZ_NCLASS; c++) capacity[c] += h->n.span_blocks[c];
+  uint64_t free_count = 0;
+  uint64_t unused = st.unused_in_spans + st.unused_empty_spans + st.unused_span_cache + st.unused_huge_cache +
+                    st.unused_purge_backlog;
+  fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
+  size_t from = 1;
+  for (uint32_t c = 0; c < st.class_count; c++) {
+    size_t to = st.classes[c].block_size;
+    uint64_t n = capacity[c] > st.classes[c].live ? capacity[c] - st.classes[c].live : 0;
+    if (n) fprintf(out, "  <size from=\"%zu\" to=\"%zu\" total=\"%llu\" count=\"%llu\"/>\n", from, to,
+                   (unsigned long long)(n * to), (unsigned long long)n);
+    free_count += n;
+    from = to + 1;
+  }
+  fprintf(out, "</sizes>\n");
+  info_totals(out, free_count, unused, NULL);
+  info_system(out, &st);
+  fprintf(out, "</heap>\n");
+  info_totals(out, free_count, unused, &st);
+  info_system(out, &st);
+  fprintf(out, "</malloc>\n");
+}
+
+/* ---- messages to the program's hooks ---- */
+static hz_output_fn *_Atomic hz_output_hook;
+static void *_Atomic hz_output_arg;
+
+HZ_EXPORT void hz_set_output(hz_output_fn *fn, void *arg) {
+  atomic_store(&hz_output_arg, arg);
+  atomic_store(&hz_output_hook, fn);
+}
+
+/* Text for the output hook, or for stderr without one. */
+void hz_output(const char *msg, size_t n) {
+  hz_output_fn *fn = atomic_load(&hz_output_hook);
+  if (fn) fn(msg, atomic_load(&hz_output_arg));
+  else hz_os_write(2, msg, n);
+}
+
+/* A stdio stream into the output hook, a line per call. */
+static ssize_t hook_write(void *cookie, const char *buf, size_t n) {
+  (void)cookie;
+  char piece[512];
+  for (size_t done = 0; done < n;) {
+    size_t k = n - done < sizeof piece - 1 ? n - done : sizeof piece - 1;
+    memcpy(piece, buf + done, k);
+    piece[k] = 0;
+    hz_output(piece, k);
+    done += k;
+  }
+  return (ssize_t)n;
+}
+
+/* Report to f, or to the output hook (stderr without one). */
+static void stats_report_to(FILE *f, bool at_exit) {
+  if (f) {
+    stats_report(f, at_exit);
+    return;
+  }
+  cookie_io_functions_t io = {.write = hook_write};
+  FILE *hook = atomic_load(&hz_output_hook) ? fopencookie(NULL, "w", io) : NULL;
+  if (hook == NULL) {
+    stats_report(stderr, at_exit);
+    return;
+  }
+  char line[512];
+  setvbuf(hook, line, _IOLBF, sizeof line);
+  stats_report(hook, at_exit);
+  fclose(hook);
+}
+
+HZ_EXPORT void hz_stats_print(FILE *f) { stats_report_to(f, false); }
 
 /* snprintf that appends and keeps counting past the end, like snprintf. */
 typedef struct { char *buf; size_t len, pos; } hz_out_t;
@@ -122,10 +305,13 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
     const hz_class_stats_t *cs = &st.classes[c];
     if (cs->mallocs == 0 && cs->frees == 0) continue;
     outf(&o, "%s{\"block_size\":%zu,\"live\":%llu,\"peak\":%llu,\"mallocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,"
-             "\"refills\":%llu}",
+             "\"refills\":%llu",
          first ? "" : ",", cs->block_size, (unsigned long long)cs->live, (unsigned long long)cs->peak,
          (unsigned long long)cs->mallocs, (unsigned long long)cs->frees, (unsigned long long)cs->remote_frees,
          (unsigned long long)cs->refills);
+    outf(&o, ",\"allocated_bytes\":%llu,\"live_bytes\":%llu,\"peak_bytes\":%llu}",
+         (unsigned long long)(cs->mallocs * cs->block_size), (unsigned long long)(cs->live * cs->block_size),
+         (unsigned long long)(cs->peak * cs->block_size));
     first = false;
   }
   outf(&o, "]}");
@@ -166,7 +352,9 @@ __attribute__((constructor)) static void hz_stats_ctor(void) {
 
 __attribute__((destructor)) static void hz_stats_dtor(void) {
   if (!hz_opt(HZ_OPTION_STATS)) return;
-  FILE *f = hz_stats_fd >= 0 ? fdopen(hz_stats_fd, "w") : NULL;
-  hz_stats_print(f ? f : stderr);
+  /* The output hook, when the program set one, takes the place of stderr. */
+  bool to_file = hz_opt(HZ_OPTION_STATS_FILE) || !atomic_load(&hz_output_hook);
+  FILE *f = to_file && hz_stats_fd >= 0 ? fdopen(hz_stats_fd, "w") : NULL;
+  stats_report_to(f ? f : to_file ? stderr : NULL, true);
   if (f) fclose(f);
 }

@@ -123,6 +123,7 @@ else
   t options/stats 120 - hakozuna "$B/options/stats"
   t options/env 60 - hakozuna "$root/tests/options/env.sh"
   t options/json 300 - hakozuna "$root/tests/options/json.sh"
+  t stats/report 120 - hakozuna "$root/tests/stats/report.sh"
   # These run the programs with and without LD_PRELOAD=$HZ_LIB themselves.
   for prog in python sort gcc git sqlite; do
     t "programs/$prog" 300 - hakozuna "$root/tests/programs/programs.sh" "$prog"

@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: MIT
-//! Compiles hakozuna's C sources (../../src/*.c) into a static library for
-//! this crate. HZ_NO_OVERRIDE=1 leaves out the malloc/free/operator new
-//! overrides: the crate's copy has only the hz_* functions, so it does not
-//! replace the process's malloc; Rust code reaches it through `Hakozuna`.
+//! Compiles hakozuna's C sources into a static library for this crate.
+//!
+//! Where the sources are: in the repository, ../../src and ../../include
+//! (this directory is bindings/rust of it); in the published crate, c/src
+//! and c/include inside the crate, which `make crate-sources` copies there
+//! before `cargo package` (Cargo.toml's `include` list takes them).
+//!
+//! Features: without `override`, HZ_NO_OVERRIDE=1 leaves out the
+//! malloc/free/operator new overrides: the crate's copy has only the hz_*
+//! functions and C code in the process keeps libc's malloc. With it, the
+//! library also exports malloc & co., so C code in the same process (libc
+//! itself, C libraries) allocates from hakozuna too. `checked` compiles the
+//! checked build (HZ_CHECKED=1: canaries, guard pages, encoded free lists).
 
 use std::env;
 use std::fs;
@@ -22,9 +31,21 @@ fn c_sources(dir: &Path) -> Vec<PathBuf> {
     sources
 }
 
+/// The C sources: the repository's when this crate sits in it, else the
+/// copy packaged into the crate.
+fn c_root(manifest: &Path) -> PathBuf {
+    let repo = manifest.join("..").join("..");
+    let ours = fs::canonicalize(repo.join("bindings").join("rust").join("build.rs")).ok();
+    if ours.is_some() && ours == fs::canonicalize(manifest.join("build.rs")).ok() {
+        repo
+    } else {
+        manifest.join("c")
+    }
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let root = manifest.join("..").join("..");
+    let root = c_root(&manifest);
     let src = root.join("src");
     let include = root.join("include");
 
@@ -33,12 +54,18 @@ fn main() {
     println!("cargo:rerun-if-changed={}", include.display());
     println!("cargo:rerun-if-changed=csrc");
 
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    if env::var_os("CARGO_FEATURE_OVERRIDE").is_none() {
+        build.define("HZ_NO_OVERRIDE", "1");
+    }
+    if env::var_os("CARGO_FEATURE_CHECKED").is_some() {
+        build.define("HZ_CHECKED", "1");
+    }
+    build
         .files(c_sources(&src))
         .file("csrc/layout.c")
         .include(&include)
         .include(&src)
-        .define("HZ_NO_OVERRIDE", "1")
         // The Makefile's VERSION, which tests/install/version.sh keeps equal to the crate's.
         .define("HZ_LIB_VERSION", format!("\"{}\"", env::var("CARGO_PKG_VERSION").expect("CARGO_PKG_VERSION")).as_str())
         .opt_level(2)

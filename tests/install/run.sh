@@ -72,7 +72,8 @@ lib=$prefix/lib
 for f in bin/hakozuna include/hakozuna.h lib/libhakozuna.so.$VERSION lib/libhakozuna.so.$SOVERSION \
 	lib/libhakozuna.so lib/libhakozuna.a lib/libhakozuna-checked.so lib/hakozuna/hakozuna.o \
 	lib/pkgconfig/hakozuna.pc lib/cmake/hakozuna/hakozunaConfig.cmake \
-	lib/cmake/hakozuna/hakozunaConfigVersion.cmake lib/cmake/hakozuna/hakozunaTargets.cmake; do
+	lib/cmake/hakozuna/hakozunaConfigVersion.cmake lib/cmake/hakozuna/hakozunaTargets.cmake \
+	share/man/man1/hakozuna.1 share/man/man3/hakozuna.3; do
 	check "installed $f" test -e "$prefix/$f"
 done
 expect "libhakozuna.so.$SOVERSION links to libhakozuna.so.$VERSION" "libhakozuna.so.$VERSION" \
@@ -83,6 +84,16 @@ check "soname is libhakozuna.so.$SOVERSION" \
 	sh -c "readelf -d '$lib/libhakozuna.so.$VERSION' | grep -q 'SONAME.*\[libhakozuna.so.$SOVERSION\]'"
 check "the launcher is executable" test -x "$prefix/bin/hakozuna"
 check "the header is the source tree's" cmp include/hakozuna.h "$prefix/include/hakozuna.h"
+if command -v groff >/dev/null 2>&1; then
+	for page in man1/hakozuna.1 man3/hakozuna.3; do
+		expect "$page renders without groff warnings" "" \
+			sh -c "groff -man -ww -z -Tutf8 '$prefix/share/man/$page' 2>&1"
+		check "$page names every HAKOZUNA_ option" sh -c \
+			"for v in \$(sed -n 's/^| \`\(HAKOZUNA_[A-Z_]*\)\`.*/\1/p' README.md); do grep -q \"^.B \$v\\\$\" '$prefix/share/man/$page' || exit 1; done"
+	done
+else
+	echo "skip - man pages not rendered: groff is missing (Debian package groff-base)"
+fi
 
 # ---- pkg-config ----
 export PKG_CONFIG_PATH="$lib/pkgconfig"
@@ -159,6 +170,41 @@ for hz in $launchers; do
 done
 ln -s "$prefix/bin/hakozuna" "$tmp/hz-link"
 expect "installed launcher through a symlink finds its libdir" "$lib/libhakozuna.so" "$tmp/hz-link" lib
+
+# ---- a copied prefix: CMake and the launcher use the copy, not the original ----
+moved=$tmp/moved
+check "copy the installed prefix" cp -a "$prefix" "$moved"
+check "cmake configure against the copy" cmake -S "$here" -B "$tmp/cmake-moved" -DCMAKE_PREFIX_PATH="$moved" \
+	-DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=Release
+check "cmake build against the copy" cmake --build "$tmp/cmake-moved"
+check "the CMake package of the copy names no path of the original" \
+	sh -c "! grep -rF '$prefix' '$moved/lib/cmake/hakozuna'"
+check "the copy's build links the copy's library" \
+	sh -c "grep -F '$moved/lib/libhakozuna.so' '$tmp/cmake-moved/CMakeCache.txt' '$tmp/cmake-moved/build.ninja' \
+	  '$tmp/cmake-moved/CMakeFiles/prog_shared.dir/link.txt' 2>/dev/null | grep -q ."
+for t in shared static object; do
+	check "run the copy's CMake build of prog_$t" env LD_LIBRARY_PATH="$moved/lib" "$tmp/cmake-moved/prog_$t"
+done
+expect "the copied launcher finds the copy's library" "$moved/lib/libhakozuna.so" "$moved/bin/hakozuna" lib
+check "the copied launcher runs a program on the copy's library" \
+	sh -c "'$moved/bin/hakozuna' run -- sh -c 'echo \"\$LD_PRELOAD\"' | grep -qxF '$moved/lib/libhakozuna.so'"
+rm -rf "$moved" "$tmp/cmake-moved"
+
+# ---- CMake: the source tree by add_subdirectory (as FetchContent does) ----
+check "cmake configure with add_subdirectory" cmake -S "$here" -B "$tmp/cmake-sub" -DHZ_SOURCE_DIR="$root" \
+	-DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=Release
+check "cmake build with add_subdirectory" cmake --build "$tmp/cmake-sub" -j 2
+for t in shared static object; do
+	check "run the add_subdirectory build of prog_$t" "$tmp/cmake-sub/prog_$t"
+done
+check "the add_subdirectory shared library has soname libhakozuna.so.$SOVERSION" \
+	sh -c "readelf -d '$tmp/cmake-sub/hakozuna/libhakozuna.so.$VERSION' | grep -q 'SONAME.*\[libhakozuna.so.$SOVERSION\]'"
+check "the add_subdirectory static build does not need libhakozuna" \
+	sh -c "! readelf -d '$tmp/cmake-sub/prog_static' | grep -q 'NEEDED.*libhakozuna'"
+check "the add_subdirectory library exports hz_malloc and malloc, hides internals" \
+	sh -c "nm -D --defined-only '$tmp/cmake-sub/hakozuna/libhakozuna.so' >'$tmp/syms' && grep -q ' hz_malloc\$' '$tmp/syms' \
+	  && grep -q ' malloc\$' '$tmp/syms' && ! grep -q ' hz_heap_get\$' '$tmp/syms'"
+rm -rf "$tmp/cmake-sub"
 
 # ---- DESTDIR: staged for another prefix, launcher falls back to ../lib ----
 stage=$tmp/stage

@@ -4,7 +4,9 @@
 # with the one definition, VERSION in the Makefile: the shared library's file
 # name and soname, hakozuna.pc, the CMake version file, the launcher (source
 # tree and installed copy), hz_version()/hz_version_string(), the header's
-# HZ_VERSION_* macros, the exit report, the Rust crate and CHANGELOG.md.
+# HZ_VERSION_* macros, the exit report, the Rust crate, CHANGELOG.md, the
+# man pages (source and installed) and the Debian packages' names and
+# control files (when build/deb holds them: make deb).
 # Run from the repository root after `make` (make test-install runs it).
 . "$(dirname "$0")/../lib.sh"
 MAKE=${MAKE:-make}
@@ -53,4 +55,18 @@ crate=$(sed -n 's/^version = "\(.*\)"/\1/p' bindings/rust/Cargo.toml | head -1)
 lock=$(sed -n '/^name = "hakozuna"$/{n;s/^version = "\(.*\)"/\1/p;}' bindings/rust/Cargo.lock)
 [ "$lock" = "$v" ] || fail "bindings/rust/Cargo.lock has hakozuna '$lock', want $v"
 grep -q "^## \[$v\]" CHANGELOG.md || fail "CHANGELOG.md has no '## [$v]' section"
+for page in docs/man/hakozuna.1 docs/man/hakozuna.3 "$tmp/root/usr/share/man/man1/hakozuna.1" \
+  "$tmp/root/usr/share/man/man3/hakozuna.3"; do
+  th=$(sed -n 's/^\.TH HAKOZUNA [13] "[^"]*" "hakozuna \([^"]*\)".*/\1/p' "$page")
+  [ "$th" = "$v" ] || fail "$page says version '$th', want $v"
+done
+for deb in "$BUILD"/deb/*.deb; do
+  [ -e "$deb" ] || continue
+  case ${deb##*/} in
+  libhakozuna${major}_${v}_*.deb | libhakozuna-dev_${v}_*.deb) ;;
+  *) fail "$deb: a Debian package of another version (want libhakozuna${major}_${v}, libhakozuna-dev_${v})" ;;
+  esac
+  dv=$(dpkg-deb -f "$deb" Version 2>/dev/null)
+  case $dv in "$v"-*) ;; *) fail "$deb: control Version '$dv', want $v-N" ;; esac
+done
 finish

@@ -20,6 +20,9 @@ const size_t hakozuna_rs_layout[] = {
     STATS(huge_live_bytes), STATS(segments),          STATS(bytes_reserved),
     STATS(bytes_committed), STATS(bytes_in_use),      STATS(bytes_returned),
     STATS(mmap_calls),     STATS(munmap_calls),       STATS(madvise_calls),
-    STATS(peak_rss),       STATS(current_rss),
+    STATS(peak_rss),       STATS(current_rss),        STATS(bytes_allocated),
+    STATS(bytes_committed_peak), STATS(blocks_live),  STATS(unused_in_spans),
+    STATS(unused_empty_spans), STATS(unused_span_cache), STATS(unused_huge_cache),
+    STATS(unused_purge_backlog), STATS(metadata),
 };
 const size_t hakozuna_rs_layout_len = sizeof hakozuna_rs_layout / sizeof hakozuna_rs_layout[0];

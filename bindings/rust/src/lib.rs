@@ -30,31 +30,61 @@ use core::mem::{size_of, MaybeUninit};
 use core::ptr;
 
 /// `HZ_STATS_VERSION` of include/hakozuna.h: the layout of [`Stats`].
-pub const STATS_VERSION: u32 = 1;
+pub const STATS_VERSION: u32 = 2;
 /// `HZ_STATS_MAX_CLASSES`: rows in [`Stats::classes`].
 pub const STATS_MAX_CLASSES: usize = 96;
 
 /// Alignment that `hz_malloc` gives every block (as glibc's malloc does).
 const MIN_ALIGN: usize = 16;
 
-mod ffi {
+/// The C API of include/hakozuna.h, function for function (the safe
+/// wrappers below cover what Rust programs usually need). Each function is
+/// documented in the header under the same name.
+#[allow(missing_docs)]
+pub mod sys {
     use super::Stats;
     use core::ffi::c_void;
 
+    /// `hz_output_fn`: gets one NUL-terminated piece of text and the `arg`
+    /// given to [`hz_set_output`] or [`hz_set_error`].
+    pub type OutputFn = unsafe extern "C" fn(msg: *const u8, arg: *mut c_void);
+
     extern "C" {
+        pub fn hz_version() -> i32;
+        pub fn hz_version_string() -> *const u8;
         pub fn hz_malloc(size: usize) -> *mut c_void;
         pub fn hz_calloc(count: usize, size: usize) -> *mut c_void;
         pub fn hz_realloc(p: *mut c_void, size: usize) -> *mut c_void;
+        pub fn hz_reallocarray(p: *mut c_void, count: usize, size: usize) -> *mut c_void;
         pub fn hz_free(p: *mut c_void);
         pub fn hz_free_sized(p: *mut c_void, size: usize);
         pub fn hz_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
+        pub fn hz_posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> i32;
+        pub fn hz_memalign(alignment: usize, size: usize) -> *mut c_void;
+        pub fn hz_valloc(size: usize) -> *mut c_void;
+        pub fn hz_pvalloc(size: usize) -> *mut c_void;
         pub fn hz_usable_size(p: *const c_void) -> usize;
         pub fn hz_good_size(size: usize) -> usize;
         pub fn hz_collect(force: i32);
         pub fn hz_thread_done();
+        // C's long: the pointer's size on every Linux target.
+        pub fn hz_option_get(option: u32) -> isize;
+        pub fn hz_option_set(option: u32, value: isize) -> i32;
+        pub fn hz_option_get_string(option: u32) -> *const u8;
+        pub fn hz_option_set_string(option: u32, value: *const u8) -> i32;
+        pub fn hz_option_name(option: u32) -> *const u8;
+        pub fn hz_option_description(option: u32) -> *const u8;
+        /// `out` is a C `FILE *`.
+        pub fn hz_options_markdown(out: *mut c_void);
         pub fn hz_stats_get(out: *mut Stats) -> i32;
+        /// With a null `out`: to the output hook, or stderr.
+        pub fn hz_stats_print(out: *mut c_void);
+        pub fn hz_stats_json(buf: *mut u8, len: usize) -> usize;
+        pub fn hz_set_output(f: Option<OutputFn>, arg: *mut c_void);
+        pub fn hz_set_error(f: Option<OutputFn>, arg: *mut c_void);
     }
 }
+use sys as ffi;
 
 /// The hakozuna allocator, for `#[global_allocator]`.
 ///
@@ -157,7 +187,167 @@ pub fn stats() -> Stats {
     s
 }
 
-/// Counters of one size class (`hz_class_stats_t`).
+/// The version of the C library compiled into this crate, as
+/// `major * 10000 + minor * 100 + patch` (`hz_version`).
+pub fn version() -> u32 {
+    unsafe { ffi::hz_version() as u32 }
+}
+
+/// The same as text, e.g. `"0.2.0"` (`hz_version_string`).
+pub fn version_string() -> &'static str {
+    let bytes = unsafe { c_bytes(ffi::hz_version_string()) };
+    core::str::from_utf8(bytes).unwrap_or("")
+}
+
+/// The bytes of a NUL-terminated C string that lives as long as the program.
+unsafe fn c_bytes(p: *const u8) -> &'static [u8] {
+    if p.is_null() {
+        return &[];
+    }
+    let mut n = 0;
+    while *p.add(n) != 0 {
+        n += 1;
+    }
+    core::slice::from_raw_parts(p, n)
+}
+
+/// The allocator's options (`hz_option_t`); each is also the environment
+/// variable `HAKOZUNA_<NAME>`, read at the first allocation.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opt {
+    /// print diagnostics to stderr
+    Verbose = 0,
+    /// print the statistics report at exit
+    Stats,
+    /// ms before free memory goes back to the OS; -1 never
+    PurgeDelay,
+    /// purge in a background thread while the program idles
+    PurgeThread,
+    /// allow transparent huge pages on segments
+    Thp,
+    /// MiB of address space reserved per OS request for segments
+    ArenaReserve,
+    /// KiB of empty spans a thread keeps cached
+    ThreadCache,
+    /// MiB of freed huge blocks kept for reuse
+    HugeCache,
+    /// on misuse: 1 report and abort (default), 0 report and go on
+    Check,
+    /// string: the exit report goes to this file (%p: pid)
+    StatsFile,
+}
+
+/// All options, in the order of `hz_option_t`.
+pub const OPTIONS: [Opt; 10] = [
+    Opt::Verbose,
+    Opt::Stats,
+    Opt::PurgeDelay,
+    Opt::PurgeThread,
+    Opt::Thp,
+    Opt::ArenaReserve,
+    Opt::ThreadCache,
+    Opt::HugeCache,
+    Opt::Check,
+    Opt::StatsFile,
+];
+
+/// An option value the allocator refused (out of range, a string for a
+/// numeric option or the other way round, a path too long or without its
+/// terminating NUL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidOption;
+
+impl Opt {
+    /// The option's name, e.g. `"purge_delay"` (`hz_option_name`).
+    pub fn name(self) -> &'static str {
+        core::str::from_utf8(unsafe { c_bytes(ffi::hz_option_name(self as u32)) }).unwrap_or("")
+    }
+
+    /// One line saying what it does (`hz_option_description`).
+    pub fn description(self) -> &'static str {
+        core::str::from_utf8(unsafe { c_bytes(ffi::hz_option_description(self as u32)) }).unwrap_or("")
+    }
+
+    /// The value now (`hz_option_get`); for a path option, 1 while one is set.
+    pub fn get(self) -> isize {
+        unsafe { ffi::hz_option_get(self as u32) }
+    }
+
+    /// Sets a numeric option (`hz_option_set`).
+    pub fn set(self, value: isize) -> Result<(), InvalidOption> {
+        match unsafe { ffi::hz_option_set(self as u32, value) } {
+            0 => Ok(()),
+            _ => Err(InvalidOption),
+        }
+    }
+
+    /// The text of a path option (`hz_option_get_string`, empty when unset);
+    /// `None` for a numeric option. The bytes stay valid until the option is
+    /// set again.
+    pub fn get_string(self) -> Option<&'static [u8]> {
+        let p = unsafe { ffi::hz_option_get_string(self as u32) };
+        if p.is_null() {
+            None
+        } else {
+            Some(unsafe { c_bytes(p) })
+        }
+    }
+
+    /// Sets a path option (`hz_option_set_string`); `value` must end with
+    /// its NUL, e.g. `b"/tmp/hz-%p.txt\0"` (`%p` stands for the process id).
+    pub fn set_string(self, value: &[u8]) -> Result<(), InvalidOption> {
+        if value.last() != Some(&0) || value[..value.len() - 1].contains(&0) {
+            return Err(InvalidOption);
+        }
+        match unsafe { ffi::hz_option_set_string(self as u32, value.as_ptr()) } {
+            0 => Ok(()),
+            _ => Err(InvalidOption),
+        }
+    }
+}
+
+/// Prints the statistics report (the one `HAKOZUNA_STATS=1` prints at exit)
+/// to the output hook ([`set_output`]), or stderr without one
+/// (`hz_stats_print(NULL)`).
+pub fn stats_print() {
+    unsafe { ffi::hz_stats_print(ptr::null_mut()) }
+}
+
+/// Writes the statistics as JSON into `buf` (NUL-terminated, truncated to
+/// fit) and returns the length the whole text needs, as `hz_stats_json`:
+/// when it is `buf.len()` or more, call again with a larger buffer.
+pub fn stats_json(buf: &mut [u8]) -> usize {
+    unsafe { ffi::hz_stats_json(buf.as_mut_ptr(), buf.len()) }
+}
+
+/// Routes the output (the statistics report and `HAKOZUNA_VERBOSE`
+/// diagnostics) to `f` instead of stderr; `None` gives stderr back
+/// (`hz_set_output`). `f` gets one NUL-terminated piece of text per call,
+/// usually a line, and `arg`.
+///
+/// # Safety
+/// `f` must be safe to call with any message from any thread for as long as
+/// it is set, and must not call the statistics functions.
+pub unsafe fn set_output(f: Option<sys::OutputFn>, arg: *mut c_void) {
+    ffi::hz_set_output(f, arg)
+}
+
+/// Routes warnings and misuse reports to `f` instead of stderr
+/// (`hz_set_error`); a misuse report is followed by `abort()` unless
+/// `HAKOZUNA_CHECK=0`.
+///
+/// # Safety
+/// As [`set_output`]; moreover `f` must not allocate: it may be called with
+/// the allocator's locks held (a failing munmap, a misuse report).
+pub unsafe fn set_error(f: Option<sys::OutputFn>, arg: *mut c_void) {
+    ffi::hz_set_error(f, arg)
+}
+
+/// Counters of one size class (`hz_class_stats_t`). Bytes of a class are
+/// blocks times `block_size`: allocated = `mallocs * block_size` (bytes
+/// handed out since the start), live = `live * block_size`, peak live =
+/// `peak * block_size`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStats {
@@ -165,11 +355,12 @@ pub struct ClassStats {
     pub block_size: usize,
     /// Blocks allocated now.
     pub live: u64,
-    /// Highest `live` seen at a refill (approximate).
+    /// Most blocks of the class in spans at once (per thread, summed): at
+    /// least the most blocks ever live at once, which is not tracked.
     pub peak: u64,
     /// Blocks allocated.
     pub mallocs: u64,
-    /// Blocks freed, locally and remotely.
+    /// All frees, local and remote.
     pub frees: u64,
     /// Frees by a thread other than the owner.
     pub remote_frees: u64,
@@ -181,9 +372,9 @@ pub struct ClassStats {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
-    /// Layout version, [`STATS_VERSION`].
+    /// Layout version: HZ_STATS_VERSION ([`STATS_VERSION`]).
     pub version: u32,
-    /// `size_of::<Stats>()`.
+    /// sizeof(hz_stats_t) of the caller; set it before calling ([`stats`] does).
     pub size: u32,
     /// Rows of `classes` in use.
     pub class_count: u32,
@@ -209,9 +400,9 @@ pub struct Stats {
     pub bytes_reserved: u64,
     /// Part of it not returned with madvise.
     pub bytes_committed: u64,
-    /// Part of it in spans and blocks in use.
+    /// Part of it in spans/blocks in use.
     pub bytes_in_use: u64,
-    /// Total bytes given back with madvise or munmap.
+    /// Total bytes given back with madvise/munmap.
     pub bytes_returned: u64,
     /// mmap calls.
     pub mmap_calls: u64,
@@ -219,10 +410,30 @@ pub struct Stats {
     pub munmap_calls: u64,
     /// madvise calls.
     pub madvise_calls: u64,
-    /// Peak resident set size in bytes (getrusage).
+    /// Peak resident set size in bytes, from getrusage.
     pub peak_rss: u64,
-    /// Current resident set size in bytes (0 if unavailable).
+    /// Current resident set size in bytes, from /proc/self/statm (0 if unavailable).
     pub current_rss: u64,
+    // Since version 2. Bytes of blocks count whole blocks (small: the class
+    // size; large and huge: as mapped), as bytes_in_use does.
+    /// Bytes handed out since the start (small, large and huge).
+    pub bytes_allocated: u64,
+    /// The most bytes committed at once, exactly (sampled at each change).
+    pub bytes_committed_peak: u64,
+    /// Blocks allocated now (small, large and huge).
+    pub blocks_live: u64,
+    /// Committed, not in use: free room in spans that hold live blocks.
+    pub unused_in_spans: u64,
+    /// Committed, not in use: empty small spans threads keep (current and spare).
+    pub unused_empty_spans: u64,
+    /// Committed, not in use: empty spans in thread span caches (HAKOZUNA_THREAD_CACHE).
+    pub unused_span_cache: u64,
+    /// Committed, not in use: freed huge blocks kept mapped (HAKOZUNA_HUGE_CACHE).
+    pub unused_huge_cache: u64,
+    /// Committed, not in use: free memory waiting out HAKOZUNA_PURGE_DELAY.
+    pub unused_purge_backlog: u64,
+    /// Segment headers (span descriptors).
+    pub metadata: u64,
 }
 
 impl Stats {
@@ -250,7 +461,7 @@ mod tests {
     use super::*;
 
     extern "C" {
-        static hakozuna_rs_layout: [usize; 32];
+        static hakozuna_rs_layout: [usize; 41];
         static hakozuna_rs_layout_len: usize;
     }
 
@@ -298,6 +509,15 @@ mod tests {
             offset_of!(Stats, madvise_calls),
             offset_of!(Stats, peak_rss),
             offset_of!(Stats, current_rss),
+            offset_of!(Stats, bytes_allocated),
+            offset_of!(Stats, bytes_committed_peak),
+            offset_of!(Stats, blocks_live),
+            offset_of!(Stats, unused_in_spans),
+            offset_of!(Stats, unused_empty_spans),
+            offset_of!(Stats, unused_span_cache),
+            offset_of!(Stats, unused_huge_cache),
+            offset_of!(Stats, unused_purge_backlog),
+            offset_of!(Stats, metadata),
         ];
         let c = unsafe { &hakozuna_rs_layout };
         assert_eq!(unsafe { hakozuna_rs_layout_len }, rust.len(), "csrc/layout.c lists other fields");
@@ -325,5 +545,47 @@ mod tests {
         collect(false);
         collect(true);
         thread_done();
+    }
+
+    #[test]
+    fn options_match_the_c_table() {
+        for (i, opt) in OPTIONS.iter().enumerate() {
+            assert_eq!(*opt as usize, i);
+            assert!(!opt.name().is_empty() && !opt.description().is_empty());
+        }
+        assert_eq!(Opt::PurgeDelay.name(), "purge_delay");
+        assert_eq!(Opt::StatsFile.name(), "stats_file");
+        // One past the table is refused: OPTIONS is the whole table.
+        assert!(unsafe { sys::hz_option_name(OPTIONS.len() as u32) }.is_null());
+        let old = Opt::ThreadCache.get();
+        Opt::ThreadCache.set(1024).unwrap();
+        assert_eq!(Opt::ThreadCache.get(), 1024);
+        assert_eq!(Opt::ThreadCache.set(-5), Err(InvalidOption));
+        Opt::ThreadCache.set(old).unwrap();
+        assert_eq!(Opt::ThreadCache.get_string(), None);
+        assert_eq!(Opt::StatsFile.set_string(b"no terminator"), Err(InvalidOption));
+        Opt::StatsFile.set_string(b"/nonexistent/hz-%p.txt\0").unwrap();
+        assert_eq!(Opt::StatsFile.get_string(), Some(&b"/nonexistent/hz-%p.txt"[..]));
+        assert_eq!(Opt::StatsFile.get(), 1);
+        Opt::StatsFile.set_string(b"\0").unwrap();
+        assert_eq!(Opt::StatsFile.get(), 0);
+    }
+
+    #[test]
+    fn version_and_json() {
+        let v = version_string();
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap());
+        let (major, minor, patch) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+        assert_eq!(version(), major * 10000 + minor * 100 + patch);
+        assert_eq!(v, env!("CARGO_PKG_VERSION"));
+        let mut small = [0u8; 8];
+        let need = stats_json(&mut small);
+        assert!(need > small.len());
+        let mut buf = [0u8; 65536];
+        let n = stats_json(&mut buf);
+        assert!(n < buf.len());
+        let text = core::str::from_utf8(&buf[..n]).unwrap();
+        assert!(text.starts_with("{\"version\":2,"), "{}", text);
+        assert!(text.contains("\"unused_purge_backlog\":"));
     }
 }

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/* tests/stats/report.c: the statistics people read (run by report.sh).
+ *
+ *   report usage   committed bytes are accounted for exactly: in use plus
+ *                  each place unused memory sits plus metadata; the peak of
+ *                  committed stays after a big free; bytes allocated count
+ *                  small, large and huge blocks; a version-1 caller gets the
+ *                  version-1 fields
+ *   report hooks   hz_set_output takes hz_stats_print(NULL) and
+ *                  malloc_stats(); hz_set_error takes a misuse report
+ *                  (HAKOZUNA_CHECK=0); NULL gives stderr back
+ *   report exit    leaves 3 blocks live, an output hook prints "HOOK:" lines
+ *                  to stdout (the exit report with HAKOZUNA_STATS=1)
+ *   report info    malloc_info(0, stdout) after a known workload */
+#include "check.h"
+#include "hakozuna.h"
+
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+static hz_stats_t get(void) {
+  hz_stats_t s;
+  memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  CHECK(hz_stats_get(&s) == 0);
+  return s;
+}
+
+static uint64_t unused_sum(const hz_stats_t *s) {
+  return s->unused_in_spans + s->unused_empty_spans + s->unused_span_cache + s->unused_huge_cache +
+         s->unused_purge_backlog;
+}
+
+static void check_accounted(const char *when) {
+  hz_stats_t s = get();
+  uint64_t sum = s.bytes_in_use + unused_sum(&s) + s.metadata;
+  CHECKF(sum == s.bytes_committed,
+         "%s: committed %llu != in use %llu + unused %llu (spans %llu, empty %llu, cache %llu, huge %llu, "
+         "backlog %llu) + metadata %llu",
+         when, (unsigned long long)s.bytes_committed, (unsigned long long)s.bytes_in_use,
+         (unsigned long long)unused_sum(&s), (unsigned long long)s.unused_in_spans,
+         (unsigned long long)s.unused_empty_spans, (unsigned long long)s.unused_span_cache,
+         (unsigned long long)s.unused_huge_cache, (unsigned long long)s.unused_purge_backlog,
+         (unsigned long long)s.metadata);
+  CHECKF(s.bytes_committed_peak >= s.bytes_committed, "%s: peak %llu < committed %llu", when,
+         (unsigned long long)s.bytes_committed_peak, (unsigned long long)s.bytes_committed);
+}
+
+static void *blocks[4000];
+
+static int usage(void) {
+  /* Nothing returns memory behind the test's back. */
+  CHECK(hz_option_set(HZ_OPTION_PURGE_THREAD, 0) == 0);
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, -1) == 0);
+  hz_stats_t s0 = get();
+  check_accounted("start");
+  for (int i = 0; i < 4000; i++) blocks[i] = malloc(i % 2 ? 100 : 3000);
+  void *large = malloc(200000), *huge = malloc(16 << 20);
+  memset(huge, 1, 16 << 20);
+  hz_stats_t s1 = get();
+  check_accounted("after mallocs");
+  uint64_t want = 2000 * (uint64_t)hz_good_size(100) + 2000 * (uint64_t)hz_good_size(3000) + 200000 + (16 << 20);
+  CHECKF(s1.bytes_allocated - s0.bytes_allocated >= want, "allocated grew by %llu, want >= %llu",
+         (unsigned long long)(s1.bytes_allocated - s0.bytes_allocated), (unsigned long long)want);
+  CHECKF(s1.blocks_live - s0.blocks_live == 4002, "blocks_live grew by %llu, want 4002",
+         (unsigned long long)(s1.blocks_live - s0.blocks_live));
+  for (int i = 0; i < 4000; i += 2) free(blocks[i]); /* the 3000-byte ones: spans empty out */
+  free(large);
+  free(huge);
+  hz_stats_t s2 = get();
+  check_accounted("after frees");
+  CHECKF(s2.unused_empty_spans + s2.unused_span_cache + s2.unused_purge_backlog > 0,
+         "freed spans are nowhere: empty %llu, cache %llu, backlog %llu", (unsigned long long)s2.unused_empty_spans,
+         (unsigned long long)s2.unused_span_cache, (unsigned long long)s2.unused_purge_backlog);
+  CHECKF(s2.unused_huge_cache >= (16 << 20), "huge cache %llu", (unsigned long long)s2.unused_huge_cache);
+  hz_collect(1); /* everything free goes back */
+  hz_stats_t s3 = get();
+  check_accounted("after hz_collect(1)");
+  CHECKF(s3.unused_huge_cache == 0 && s3.unused_purge_backlog == 0 && s3.unused_span_cache == 0,
+         "after collect: huge cache %llu, backlog %llu, span cache %llu", (unsigned long long)s3.unused_huge_cache,
+         (unsigned long long)s3.unused_purge_backlog, (unsigned long long)s3.unused_span_cache);
+  CHECKF(s3.bytes_committed_peak >= s1.bytes_committed && s3.bytes_committed < s1.bytes_committed,
+         "peak %llu, committed at most %llu, now %llu", (unsigned long long)s3.bytes_committed_peak,
+         (unsigned long long)s1.bytes_committed, (unsigned long long)s3.bytes_committed);
+  CHECK(s3.blocks_live == s0.blocks_live + 2000);
+  for (int i = 1; i < 4000; i += 2) free(blocks[i]);
+  /* A caller built for version 1 passes its smaller size. */
+  hz_stats_t v1;
+  memset(&v1, 0xab, sizeof v1);
+  v1.size = (uint32_t)offsetof(hz_stats_t, bytes_allocated);
+  CHECK(hz_stats_get(&v1) == 0);
+  CHECK(v1.version == 1 && v1.size == offsetof(hz_stats_t, bytes_allocated));
+  CHECK(v1.bytes_allocated == 0xababababababababull); /* not written past its size */
+  v1.size = 8;
+  CHECK(hz_stats_get(&v1) == -1);
+  /* The JSON has the bytes of each class and the new totals. */
+  char json[16384];
+  CHECK(hz_stats_json(json, sizeof json) < sizeof json);
+  CHECK(strstr(json, "\"allocated_bytes\":") && strstr(json, "\"peak_bytes\":") &&
+        strstr(json, "\"unused_purge_backlog\":") && strstr(json, "\"bytes_committed_peak\":"));
+  return check_failed() ? 1 : 0;
+}
+
+static char got[65536];
+static size_t got_len;
+static int calls;
+static void collect(const char *msg, void *arg) {
+  CHECK(arg == (void *)got);
+  size_t n = strlen(msg);
+  if (got_len + n < sizeof got) memcpy(got + got_len, msg, n + 1), got_len += n;
+  calls++;
+}
+
+static int hooks(void) {
+  hz_set_output(collect, got);
+  hz_stats_print(NULL);
+  CHECKF(strstr(got, "statistics, pid") && strstr(got, "options: verbose=") && strstr(got, "committed, not in use:"),
+         "output hook got: %.300s", got);
+  CHECKF(strstr(got, "still live at exit") == NULL, "hz_stats_print is not the exit report");
+  CHECK(calls > 5); /* a line per call */
+  got_len = 0, got[0] = 0;
+  malloc_stats();
+  CHECKF(strstr(got, "statistics, pid"), "malloc_stats through the hook: %.200s", got);
+  hz_set_output(NULL, NULL);
+  got_len = 0, got[0] = 0;
+  hz_set_error(collect, got);
+  char *p = malloc(64);
+  free(p + 16); /* HAKOZUNA_CHECK=0: reported, not aborted */
+  CHECKF(strstr(got, "hakozuna: free(): ") && got[strlen(got) - 1] == '\n', "error hook got: %.200s", got);
+  hz_set_error(NULL, NULL);
+  free(p);
+  return check_failed() ? 1 : 0;
+}
+
+static void to_stdout(const char *msg, void *arg) {
+  (void)arg;
+  printf("HOOK:%s", msg);
+  fflush(stdout);
+}
+
+TEST_MAIN() {
+  const char *mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "usage") == 0) return usage();
+  if (strcmp(mode, "hooks") == 0) return hooks();
+  if (strcmp(mode, "exit") == 0) {
+    hz_set_output(to_stdout, NULL);
+    for (int i = 0; i < 3; i++) blocks[i] = malloc(40);
+    return 0;
+  }
+  if (strcmp(mode, "info") == 0) {
+    for (int i = 0; i < 1000; i++) blocks[i] = malloc(200);
+    for (int i = 0; i < 1000; i += 2) free(blocks[i]);
+    blocks[1000] = malloc(32 << 20);
+    return malloc_info(0, stdout) == 0 ? 0 : 1;
+  }
+  fprintf(stderr, "usage: report usage|hooks|exit|info\n");
+  return 2;
+}
