@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
-CAPS=(cc cxx gcc make python3 pkg-config cmake lintian git sqlite3 ubsan fuzzer valgrind
+CAPS=(cc cxx gcc make python3 pkg-config cmake groff lintian git sqlite3 ubsan fuzzer valgrind
       cpython-tests redis memcached matplotlib mimalloc tcmalloc jemalloc)
 
 declare -A WHY=(
@@ -34,6 +34,7 @@ declare -A WHY=(
   [python3]="shell tests' helpers, the benchmark runner"
   [pkg-config]="tests/install: a consumer through pkg-config"
   [cmake]="tests/install: a consumer through find_package"
+  [groff]="tests/install: the man pages render without warnings"
   [lintian]="make test-deb: checks the Debian packages"
   [git]="tests/programs: git under the allocator"
   [sqlite3]="tests/programs: sqlite3 under the allocator"
@@ -82,6 +83,8 @@ cap_pkg-config() { pkg-config --version >/dev/null 2>&1; }
 pkgs_pkg-config() { echo pkg-config; }
 cap_cmake() { cmake --version >/dev/null 2>&1; }
 pkgs_cmake() { echo cmake; }
+cap_groff() { groff --version >/dev/null 2>&1; }
+pkgs_groff() { echo groff-base; }
 cap_lintian() { lintian --version >/dev/null 2>&1; }
 pkgs_lintian() { echo lintian; }
 cap_git() { git --version >/dev/null 2>&1; }

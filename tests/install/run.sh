@@ -84,7 +84,7 @@ check "soname is libhakozuna.so.$SOVERSION" \
 	sh -c "readelf -d '$lib/libhakozuna.so.$VERSION' | grep -q 'SONAME.*\[libhakozuna.so.$SOVERSION\]'"
 check "the launcher is executable" test -x "$prefix/bin/hakozuna"
 check "the header is the source tree's" cmp include/hakozuna.h "$prefix/include/hakozuna.h"
-if command -v groff >/dev/null 2>&1; then
+if bash tests/need.sh groff >/dev/null; then
 	for page in man1/hakozuna.1 man3/hakozuna.3; do
 		expect "$page renders without groff warnings" "" \
 			sh -c "groff -man -ww -z -Tutf8 '$prefix/share/man/$page' 2>&1"
