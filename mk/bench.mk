@@ -11,7 +11,7 @@
 # LD_PRELOADed by bench/run.py, which also writes the report.
 
 BENCH_BIN    := $(BUILD)/bench-bin
-BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -pthread
+BENCH_CFLAGS := -std=gnu11 -O2 -g -gdwarf-4 -Wall -Wextra -pthread
 BENCH_LIBS   := -ldl -lm
 BENCH_PROGS  := random_mixed random_mixed-bump mt_remote larson prodcons cache large \
                 realloc_growth redis_like mc_client mem_return thread_flood runchild

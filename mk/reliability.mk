@@ -113,7 +113,7 @@ test-ubsan-run: lib
 ubsan-test-build: $(TEST_GENERIC_ALL) $(filter-out $(TEST_DIR)/link/%,$(TEST_LINKED))
 
 # ---- valgrind ------------------------------------------------------------
-VG_CFLAGS := -std=gnu11 -O1 -g -fno-builtin -pthread -Iinclude
+VG_CFLAGS := -std=gnu11 -O1 -g -gdwarf-4 -fno-builtin -pthread -Iinclude
 $(REL_BIN)/vg-linked: tests/faults/vg_prog.c $(LIB_SO) | $(REL_BIN)
 	$(CC) $(VG_CFLAGS) $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -Wl,--no-as-needed -lhakozuna
 $(REL_BIN)/vg-plain: tests/faults/vg_prog.c | $(REL_BIN)
