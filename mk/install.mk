@@ -121,12 +121,11 @@ HZ_MSRV = $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' bindings/rust/Cargo.t
 test: test-rust-package test-rust-msrv
 test-rust:
 	@python3 tests/install/rust_docs.py && echo "PASS rust-docs: the crate's Stats/ClassStats docs say what hakozuna.h says"
-	@if command -v cargo >/dev/null 2>&1; then \
-	    echo "cd bindings/rust && cargo test --locked && cargo test --locked --features 'override checked'"; \
-	    $(HZ_CARGO) cargo test --locked && cargo test --locked --features 'override checked'; \
-	else \
-	    echo "SKIP test-rust: cargo is not on PATH (Debian package cargo-web or cargo, or rustup)"; \
-	fi
+	@$(HZ_NEED) cargo; rc=$$?; \
+	if [ $$rc = 77 ]; then echo "SKIP test-rust: needs cargo (see the line above)"; exit 0; fi; \
+	[ $$rc = 0 ] || exit $$rc; \
+	echo "cd bindings/rust && cargo test --locked && cargo test --locked --features 'override checked'"; \
+	$(HZ_CARGO) cargo test --locked && cargo test --locked --features 'override checked'
 
 # The published crate carries the C sources it compiles (build.rs reads c/
 # when the crate is not inside this repository) and the licence.

@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
-CAPS=(cc cxx gcc make python3 pkg-config cmake groff lintian git sqlite3 ubsan fuzzer valgrind
+CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan fuzzer valgrind
       cpython-tests redis memcached matplotlib mimalloc tcmalloc jemalloc)
 
 declare -A WHY=(
@@ -32,6 +32,7 @@ declare -A WHY=(
   [gcc]="tests/programs: gcc itself under the allocator"
   [make]="the build"
   [python3]="shell tests' helpers, the benchmark runner"
+  [cargo]="make test-rust: the Rust crate's tests"
   [pkg-config]="tests/install: a consumer through pkg-config"
   [cmake]="tests/install: a consumer through find_package"
   [groff]="tests/install: the man pages render without warnings"
@@ -79,6 +80,10 @@ cap_make() { has make; }
 pkgs_make() { echo make; }
 cap_python3() { python3 -c 'import json, socket, subprocess' 2>/dev/null; }
 pkgs_python3() { echo python3; }
+# Debian 12's cargo-web is Rust 1.85 (its plain cargo is 1.63, the crate's
+# minimum, too old for cargo package); rustup's in ~/.cargo/bin comes first.
+cap_cargo() { cargo --version >/dev/null 2>&1; }
+pkgs_cargo() { echo cargo-web; }
 cap_pkg-config() { pkg-config --version >/dev/null 2>&1; }
 pkgs_pkg-config() { echo pkg-config; }
 cap_cmake() { cmake --version >/dev/null 2>&1; }
