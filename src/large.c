@@ -183,7 +183,7 @@ void hz_huge_free(void *p, const char *fn) {
     hz_huge_cached_bytes += hh->map_size;
   }
   hz_unlock(&hz_huge_lock);
-  if (keep) hz_purge_thread_wanted();
+  if (keep) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
   else huge_unmap(hh);
 }
 
@@ -222,6 +222,10 @@ uint64_t hz_huge_allocated_bytes(void) {
   return n;
 }
 
-void hz_huge_fork_prepare(void) { hz_lock(&hz_huge_lock); }
-void hz_huge_fork_parent(void) { hz_unlock(&hz_huge_lock); }
-void hz_huge_fork_child(void) { hz_lock_reinit(&hz_huge_lock); }
+/* fork (init.c): if a lost thread held the lock, the cache list may be half
+ * changed: the child forgets it (the cached mappings stay mapped, unused). */
+void hz_huge_fork_child(void) {
+  if (!hz_lock_lost_in_fork(&hz_huge_lock)) return;
+  hz_huge_cache = NULL;
+  hz_huge_cached_bytes = 0;
+}
