@@ -90,10 +90,12 @@ static hz_noinline hz_heap_t *heap_setup(void) {
     h->next_all = atomic_load_explicit(&hz_heaps_all, memory_order_relaxed);
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
   }
-  if (h) h->live = true;
+  if (h) {
+    h->live = true;
+    hz_tls_heap = h; /* under the lock: a fork child rebuilding the heap list sees it is ours */
+  }
   hz_unlock(&hz_heaps_lock);
   if (h == NULL) return NULL;
-  hz_tls_heap = h;
   /* may allocate (keys beyond 32); the heap is already usable then */
   if (atomic_load_explicit(&hz_heap_key_ready, memory_order_acquire)) hz_os_thread_key_set(hz_heap_key, h);
   return h;
