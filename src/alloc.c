@@ -104,7 +104,7 @@ static hz_noinline void free_slow(hz_heap_t *h, hz_span_t *s) {
 
 static inline void dealloc(void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
-  if (hz_unlikely((a >> HZ_SEG_SHIFT) >= HZ_SEGMAP_LEN || hz_segmap[a >> HZ_SEG_SHIFT] != HZ_MAP_SPANS)) {
+  if (hz_unlikely((a >> HZ_SEG_SHIFT) >= HZ_SEGMAP_LEN || hz_segmap_at(a >> HZ_SEG_SHIFT) != HZ_MAP_SPANS)) {
     free_rare(p, fn);
     return;
   }

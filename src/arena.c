@@ -121,7 +121,7 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   a->segment_count++;
   a->free_clean_slices += HZ_SLICES - 1;
   hz_stats_commit((int64_t)HZ_SLICE_SIZE); /* the header */
-  hz_segmap[(uintptr_t)seg >> HZ_SEG_SHIFT] = HZ_MAP_SPANS;
+  hz_segmap_set((uintptr_t)seg >> HZ_SEG_SHIFT, HZ_MAP_SPANS);
   return seg;
 }
 

@@ -160,6 +160,11 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice
 /* Segment map values. */
 enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
+/* Written under different locks (arena, huge) and read by every free with
+ * none: relaxed atomic bytes (plain moves; a free of a live block is
+ * ordered after its segment's mark by the program's own hand-over). */
+static inline uint8_t hz_segmap_at(uintptr_t i) { return __atomic_load_n(&hz_segmap[i], __ATOMIC_RELAXED); }
+static inline void hz_segmap_set(uintptr_t i, uint8_t v) { __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED); }
 
 static inline hz_segment_t *hz_segment_of(const void *p) {
   return (hz_segment_t *)((uintptr_t)p & ~HZ_SEG_MASK);
@@ -170,7 +175,7 @@ static inline hz_span_t *hz_span_of(const void *p) {
 }
 static inline uint8_t hz_segmap_get(const void *p) {
   uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
-  return i < HZ_SEGMAP_LEN ? hz_segmap[i] : HZ_MAP_NONE;
+  return i < HZ_SEGMAP_LEN ? hz_segmap_at(i) : HZ_MAP_NONE;
 }
 /* True when p is not the start of a block of span s: the offset is a
  * multiple of the block size exactly when offset * (2^64 / size + 1) wraps

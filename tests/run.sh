@@ -103,6 +103,7 @@ if [ $mode = glibc ]; then
   g init/fork_signal 120 "$B/init/fork_signal"
   g purge/trim 120 "$B/purge/trim"
   g purge/errno 60 "$B/purge/errno"
+  g purge/collect 60 "$B/purge/collect"
 else
   # The core tests run on both builds: NAME and NAME [checked].
   core() {
@@ -127,6 +128,7 @@ else
   t init/fork_reclaim 90 - hakozuna "$B/init/fork_reclaim"
   h purge/trim 120 "$B/purge/trim"
   h purge/errno 60 "$B/purge/errno"
+  h purge/collect 60 "$B/purge/collect"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do
