@@ -352,10 +352,9 @@ static void span_purge_free_blocks(hz_span_t *s) {
 
 /* Give back what a heap holds but does not use: empty spans (all, or those
  * kept longer than the purge delay) and remote frees waiting in its inbox;
- * when forced, also the free pages inside partly used spans. The walks keep
- * the next span before the body may unlink the current one: nothing in a
- * body may allocate or reach another heap operation (the purge thread is
- * started by the layer above, after this returns). */
+ * when forced, also the free pages inside partly used spans. Nothing here
+ * may allocate (the purge thread is started by the layer above, after this
+ * returns). */
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   hz_heap_enter(h);
   hz_remote_flush(h);
@@ -363,10 +362,28 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     if (force) heap_set_cur(h, c, &hz_span_empty);
     bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
+    /* Empty spans are unlinked during the walk and retired after it: the
+     * walk itself calls nothing but madvise, so nothing can change the list
+     * under it (a retire once started the purge thread from here, whose TLS
+     * allocation drained the inbox and retired the span the walk had saved
+     * as next: issue 10, case 3). */
+    hz_span_t *empty = NULL;
     for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
       next = s->next;
-      if (s->used == 0) span_emptied(h, s, false);
-      else if (purge_blocks) span_purge_free_blocks(s);
+      if (s->used == 0) {
+        if (h->spare[c] == s) h->spare[c] = NULL;
+        list_remove(h, s);
+        s->next = empty;
+        empty = s;
+      } else if (purge_blocks) {
+        span_purge_free_blocks(s);
+      }
+    }
+    while (empty != NULL) {
+      hz_span_t *s = empty;
+      empty = s->next;
+      s->next = NULL;
+      heap_retire_span(h, s, false);
     }
   }
   heap_flush_cache(h, force || !may_cache);

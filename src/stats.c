@@ -142,7 +142,7 @@ static void stats_report(FILE *f, bool at_exit) {
   hz_stats_t st = {.size = sizeof st};
   if (hz_stats_get(&st) != 0) return;
   char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
-  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, (int)getpid());
+  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, hz_os_pid());
   hz_options_print(f);
   fprintf(f, "%7s %10s %10s %12s %12s %12s %10s %9s %9s %9s\n", "block", "live", "peak*", "mallocs", "frees",
           "remote", "refills", "allocB", "liveB", "peak*B");
