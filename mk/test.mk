@@ -35,7 +35,7 @@ TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  options/options options/stats stats/report link/link-shared \
                  link/link-archive link/link-object link/link-static \
-                 init/fork_reclaim purge/trim_huge purge/trim_huge-checked)
+                 init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect)
 
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
@@ -66,6 +66,10 @@ $(TEST_DIR)/init/liballocshim.so: tests/init/alloc_shim.c
 $(TEST_DIR)/init/fork_reclaim $(TEST_DIR)/purge/trim_huge: $(TEST_DIR)/%: tests/%.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+# -rdynamic: the test's own pthread_create must be the one the library calls.
+$(TEST_DIR)/heap/collect: tests/heap/collect.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -rdynamic $< -o $@ $(HZ_LINK) -lhakozuna -ldl
 $(TEST_DIR)/purge/trim_huge-checked: tests/purge/trim_huge.c $(TEST_HDRS) $(LIB_CHECKED)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DHZ_CHECKED_LIB $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl

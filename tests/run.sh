@@ -129,6 +129,7 @@ else
   h purge/trim 120 "$B/purge/trim"
   h purge/errno 60 "$B/purge/errno"
   h purge/collect 60 "$B/purge/collect"
+  t heap/collect 60 - hakozuna "$B/heap/collect"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do
