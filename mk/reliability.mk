@@ -5,6 +5,7 @@
 #   make test-faults     out of memory under RLIMIT_AS (C and C++, threads)
 #   make test-fuzz       libFuzzer: the committed corpus, then FUZZ_CI_SECONDS of fuzzing
 #   make test-ubsan      the core suite and test-faults on a UBSan build ($(BUILD)/ubsan)
+#   make test-tsan       the threaded tests on a ThreadSanitizer build ($(BUILD)/tsan)
 #   make test-valgrind   memcheck with hakozuna linked, preloaded and in a static object
 #   make test-programs   python's regression tests, redis, memcached, git, gcc, sqlite
 #
@@ -108,7 +109,7 @@ test-ubsan: lib
 	@$(call hz_if_needed,ubsan,test-ubsan-run)
 test-ubsan-run: lib
 	@$(UBSAN_MAKE) lib ubsan-test-build >/dev/null
-	tests/run.sh --build $(UBSAN_BUILD) api/ threads/ misuse/ init/ options/ programs/
+	tests/run.sh --build $(UBSAN_BUILD) api/ threads/ misuse/ init/ heap/ purge/ options/ programs/
 	@$(MAKE) --no-print-directory test-faults HZ_LIB_DIR=$(UBSAN_BUILD) REL_SUFFIX=-ubsan
 ubsan-test-build: $(TEST_GENERIC_ALL) $(filter-out $(TEST_DIR)/link/%,$(TEST_LINKED))
 
