@@ -272,7 +272,8 @@ void hz_os_yield(void);
 bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *));
 void hz_os_thread_key_set(pthread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
-int hz_os_thread_start(void *(*fn)(void *), const char *name);
+int hz_os_thread_start(void *(*fn)(void *));
+void hz_os_thread_name(const char *name);
 
 /* ---- options.c ---- */
 extern long hz_options[HZ_OPTION_COUNT];

@@ -231,7 +231,7 @@ void hz_os_atfork_child(void (*child)(void)) {
 /* A detached helper thread with a small stack and every signal blocked (it
  * must never run a program's signal handler). errno is kept: this runs
  * inside malloc and free. Returns 0 or the pthread_create error. */
-int hz_os_thread_start(void *(*fn)(void *), const char *name) {
+int hz_os_thread_start(void *(*fn)(void *)) {
   int errno_saved = errno;
   sigset_t all, old;
   sigfillset(&all);
@@ -244,8 +244,15 @@ int hz_os_thread_start(void *(*fn)(void *), const char *name) {
   int rc = pthread_create(&t, &attr, fn, NULL);
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc == 0) pthread_setname_np(t, name);
   errno = errno_saved;
   count(&hz_os_stats.other_calls, 1);
   return rc;
+}
+
+/* Called by the new thread itself: a detached thread may be gone before its
+ * creator could name it. */
+void hz_os_thread_name(const char *name) {
+  int errno_saved = errno;
+  pthread_setname_np(pthread_self(), name);
+  errno = errno_saved;
 }

@@ -24,6 +24,7 @@ static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
 
 static void *purge_thread_main(void *arg) {
   (void)arg;
+  hz_os_thread_name("hakozuna-purge");
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
     atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
@@ -51,7 +52,7 @@ void hz_purge_start(void) {
   if (retry != 0 && hz_os_now_ms() < retry) return;
   int idle = PURGE_IDLE;
   if (!atomic_compare_exchange_strong(&hz_purge_state, &idle, PURGE_RUNNING)) return;
-  int rc = hz_os_thread_start(purge_thread_main, "hakozuna-purge");
+  int rc = hz_os_thread_start(purge_thread_main);
   if (rc == 0) return;
   atomic_store_explicit(&hz_purge_retry_ms, hz_os_now_ms() + 1000, memory_order_relaxed);
   atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);
