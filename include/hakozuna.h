@@ -142,6 +142,8 @@ typedef struct hz_stats_s {
   uint64_t unused_huge_cache;    /* freed huge blocks kept mapped (HAKOZUNA_HUGE_CACHE) */
   uint64_t unused_purge_backlog; /* free memory waiting out HAKOZUNA_PURGE_DELAY */
   uint64_t metadata;             /* segment headers (span descriptors) */
+  uint64_t mprotect_calls;       /* mprotect calls (guard pages of the checked build) */
+  uint64_t other_os_calls;       /* other system calls and libc system wrappers (threads, sleeps, rusage, ...) */
 } hz_stats_t;
 
 /* Fill *out (out->size must be set to sizeof(hz_stats_t) of the caller's

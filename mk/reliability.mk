@@ -5,6 +5,7 @@
 #   make test-faults     out of memory under RLIMIT_AS (C and C++, threads)
 #   make test-fuzz       libFuzzer: the committed corpus, then FUZZ_CI_SECONDS of fuzzing
 #   make test-ubsan      the core suite and test-faults on a UBSan build ($(BUILD)/ubsan)
+#   make test-tsan       the threaded tests on a ThreadSanitizer build ($(BUILD)/tsan)
 #   make test-valgrind   memcheck with hakozuna linked, preloaded and in a static object
 #   make test-programs   python's regression tests, redis, memcached, git, gcc, sqlite
 #
@@ -108,7 +109,7 @@ test-ubsan: lib
 	@$(call hz_if_needed,ubsan,test-ubsan-run)
 test-ubsan-run: lib
 	@$(UBSAN_MAKE) lib ubsan-test-build >/dev/null
-	tests/run.sh --build $(UBSAN_BUILD) api/ threads/ misuse/ init/ options/ programs/
+	tests/run.sh --build $(UBSAN_BUILD) api/ threads/ misuse/ init/ heap/ purge/ options/ programs/
 	@$(MAKE) --no-print-directory test-faults HZ_LIB_DIR=$(UBSAN_BUILD) REL_SUFFIX=-ubsan
 ubsan-test-build: $(TEST_GENERIC_ALL) $(filter-out $(TEST_DIR)/link/%,$(TEST_LINKED))
 
@@ -128,3 +129,31 @@ test-valgrind-run: lib $(REL_BIN)/vg-linked $(REL_BIN)/vg-plain $(REL_BIN)/vg-ob
 # ---- real programs -------------------------------------------------------
 test-programs: lib
 	@tests/programs/heavy.sh --lib $(HZ_LIB_DIR)/libhakozuna.so
+
+# ---- ThreadSanitizer -----------------------------------------------------
+# The allocator's sources built with -fsanitize=thread and only the hz_*
+# names (TSan has its own malloc), linked into the threaded tests, whose
+# malloc/free/... go to hz_* through tests/tsan/hz_names.h. TSan reports
+# data races and lock-order inversions (ARCHITECTURE.md, the lock rule);
+# any report fails the test. The purge thread is kept busy (1 ms delay).
+TSAN_DIR    := $(BUILD)/tsan
+TSAN_FLAGS  := -fsanitize=thread -O1
+TSAN_OBJS   := $(patsubst src/%.c,$(TSAN_DIR)/obj/%.o,$(SRCS))
+TSAN_TESTS  := threads/stress threads/churn purge/collect
+TSAN_BINS   := $(addprefix $(TSAN_DIR)/,$(TSAN_TESTS))
+TSAN_ENV    := TSAN_OPTIONS='halt_on_error=1 second_deadlock_stack=1' HZ_TEST_TARGET=tsan \
+               HAKOZUNA_PURGE_DELAY=1 HZ_STRESS_SECONDS=1 HZ_STRESS_MIN_OPS=1 HZ_CHURN_THREADS=1000
+
+.PHONY: test-tsan test-tsan-run
+test: test-tsan
+test-tsan:
+	@$(call hz_if_needed,tsan,test-tsan-run)
+test-tsan-run: $(TSAN_BINS)
+	@for t in $(TSAN_TESTS); do \
+	  env $(TSAN_ENV) $(REL_RUN) "tsan/$$t" 300 $(TSAN_DIR)/$$t || exit 1; done
+$(TSAN_DIR)/obj/%.o: src/%.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -DHZ_NO_OVERRIDE=1 $(TSAN_FLAGS) -c $< -o $@
+$(TSAN_BINS): $(TSAN_DIR)/%: tests/%.c $(TSAN_OBJS) tests/tsan/hz_names.h $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(TSAN_FLAGS) -include tests/tsan/hz_names.h $< $(TSAN_OBJS) -o $@ -ldl

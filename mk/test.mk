@@ -26,13 +26,16 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 
 # Tests that use only the standard API: run preloaded (or on glibc).
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
-                  threads/churn threads/lastexit init/ctor init/dlopen misuse/misuse)
+                  threads/churn threads/lastexit init/ctor init/dlopen misuse/misuse \
+                  init/reenter init/fork_stdio init/fork_signal purge/trim purge/errno \
+                  purge/collect)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
-                    $(TEST_DIR)/init/libdlhelper.so
+                    $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  options/options options/stats stats/report link/link-shared \
-                 link/link-archive link/link-object link/link-static)
+                 link/link-archive link/link-object link/link-static \
+                 init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect)
 
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
@@ -57,6 +60,19 @@ $(TEST_DIR)/init/libdlhelper.so: tests/init/dlopen_lib.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
 $(TEST_DIR)/init/dlopen: $(TEST_DIR)/init/libdlhelper.so
+$(TEST_DIR)/init/liballocshim.so: tests/init/alloc_shim.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
+$(TEST_DIR)/init/fork_reclaim $(TEST_DIR)/purge/trim_huge: $(TEST_DIR)/%: tests/%.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+# -rdynamic: the test's own pthread_create must be the one the library calls.
+$(TEST_DIR)/heap/collect: tests/heap/collect.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -rdynamic $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+$(TEST_DIR)/purge/trim_huge-checked: tests/purge/trim_huge.c $(TEST_HDRS) $(LIB_CHECKED)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DHZ_CHECKED_LIB $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
 
 $(TEST_DIR)/api/api-hz: tests/api/api.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)

@@ -6,7 +6,9 @@
  * multiply checks it is a block start, the block's tag says it isn't already
  * free, and if this thread owns the span the block goes back on its list.
  * Everything else (empty lists, other threads' blocks, large and huge
- * blocks, misuse) is in noinline functions in the other files. */
+ * blocks, misuse) is in noinline functions; those here see that start-up
+ * has run before calling down, and end at the purge layer's safe point
+ * (nothing held, nothing half done) before returning to the program. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -15,6 +17,14 @@
 #include <string.h>
 
 /* ---- malloc ---- */
+/* (The safe point first, so that the refill is a tail call: memory that
+ * starts waiting during this refill is seen at the next slow path.) */
+static hz_noinline void *refill(hz_heap_t *h, uint32_t c) {
+  hz_init();
+  hz_purge_poll();
+  return hz_heap_alloc_small(h, c);
+}
+
 static inline void *alloc_class(uint32_t c, size_t request) {
   hz_heap_t *h = hz_tls_heap;
   hz_span_t *s = h->cur[c];
@@ -24,7 +34,7 @@ static inline void *alloc_class(uint32_t c, size_t request) {
     s->used++;
     if (!HZ_NOCHECK) b->tag = 0;
     h->n.malloc[c]++;
-  } else if ((b = hz_heap_alloc_small(h, c)) == NULL) {
+  } else if ((b = refill(h, c)) == NULL) {
     return NULL;
   }
 #if HZ_CHECKED
@@ -42,9 +52,11 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
     return NULL;
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
+  hz_init();
   if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
   else p = hz_huge_alloc(n, align, &zeroed);
   if (p != NULL && zero && !zeroed) memset(p, 0, n);
+  hz_purge_poll();
   return p;
 }
 
@@ -71,6 +83,7 @@ static hz_noinline void free_rare(void *p, const char *fn) {
   uint8_t m = hz_segmap_get(p);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) hz_huge_free(p, fn);
   else hz_check_span_ptr(p, fn); /* reports */
+  hz_purge_poll();
 }
 
 static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
@@ -81,12 +94,14 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
 #if HZ_CHECKED
   if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
+  hz_init(); /* a thread that only frees gets a heap (after a fork, start-up may rerun) */
   hz_remote_free(h, s, b);
 }
 
+
 static inline void dealloc(void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
-  if (hz_unlikely((a >> HZ_SEG_SHIFT) >= HZ_SEGMAP_LEN || hz_segmap[a >> HZ_SEG_SHIFT] != HZ_MAP_SPANS)) {
+  if (hz_unlikely((a >> HZ_SEG_SHIFT) >= HZ_SEGMAP_LEN || hz_segmap_at(a >> HZ_SEG_SHIFT) != HZ_MAP_SPANS)) {
     free_rare(p, fn);
     return;
   }
@@ -102,7 +117,10 @@ static inline void dealloc(void *p, const char *fn) {
     if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
-    if (hz_unlikely(hz_span_push(s, b))) hz_heap_free_slow(h, s);
+    if (hz_unlikely(hz_span_push(s, b))) {
+      hz_heap_free_slow(h, s);
+      hz_purge_poll();
+    }
     return;
   }
   free_remote(h, s, b, fn);
@@ -220,14 +238,6 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
   if (n > HZ_MAX_REQUEST) return n;
   page_size(); /* hz_huge_guard needs the page size */
   return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
-}
-
-HZ_EXPORT void hz_collect(int force) {
-  hz_heap_t *h = hz_tls_heap;
-  if (h != &hz_heap_empty && h->live) hz_heap_collect(h, force != 0);
-  hz_heaps_collect_abandoned();
-  hz_huge_purge(true);
-  hz_arena_purge(true);
 }
 
 #if HZ_OVERRIDE

@@ -14,15 +14,13 @@
  *
  * Dirty slices are returned with madvise once they have been free for
  * HAKOZUNA_PURGE_DELAY ms: from the allocating threads when they return spans,
- * from a small background thread while the program idles, and at once on
+ * from the purge thread while the program idles (purge.c, which this file
+ * only tells, through hz_purge_pending, that memory waits), and at once on
  * malloc_trim / hz_collect. */
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include <signal.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 uint8_t hz_segmap[HZ_SEGMAP_LEN];
 
@@ -37,23 +35,19 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
   uint64_t free_clean_slices; /* free slices known not to be backed */
   uint64_t dirty_slices;
   uint64_t last_purge_ms;
+  /* In a forked child: a lost thread held the lock, the arena may be torn.
+   * Never used again there; spans of it that are freed are leaked. */
+  bool lost;
 } hz_arena_t;
 
 #define HZ_ARENAS_MAX 16
-static hz_arena_t hz_arenas[HZ_ARENAS_MAX];
+static hz_arena_t hz_arenas[HZ_ARENAS_MAX] = {[0 ... HZ_ARENAS_MAX - 1] = {.lock = HZ_LOCK_INIT}};
 static uint32_t hz_arena_count = 1;
-
-static hz_lock_t hz_purge_lock = HZ_LOCK_INIT;
-static bool hz_purge_thread_started;
+_Atomic int hz_purge_pending;
 
 void hz_arena_init(void) {
-  long cpus = sysconf(_SC_NPROCESSORS_CONF);
-  hz_arena_count = cpus < 1 ? 1 : cpus > HZ_ARENAS_MAX ? HZ_ARENAS_MAX : (uint32_t)cpus;
-  uint64_t now = hz_os_now_ms();
-  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
-    hz_lock_reinit(&hz_arenas[i].lock);
-    hz_arenas[i].last_purge_ms = now;
-  }
+  unsigned cpus = hz_os_cpu_count();
+  hz_arena_count = cpus > HZ_ARENAS_MAX ? HZ_ARENAS_MAX : cpus;
 }
 
 uint32_t hz_arena_pick(uint32_t heap_index) { return heap_index % hz_arena_count; }
@@ -127,7 +121,7 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   a->segment_count++;
   a->free_clean_slices += HZ_SLICES - 1;
   hz_stats_commit((int64_t)HZ_SLICE_SIZE); /* the header */
-  hz_segmap[(uintptr_t)seg >> HZ_SEG_SHIFT] = HZ_MAP_SPANS;
+  hz_segmap_set((uintptr_t)seg >> HZ_SEG_SHIFT, HZ_MAP_SPANS);
   return seg;
 }
 
@@ -151,6 +145,10 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
 }
 
 hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
+  for (uint32_t i = 0; hz_arenas[arena_index].lost; i++) { /* only after a fork */
+    if (i == HZ_ARENAS_MAX) return NULL;
+    arena_index = (arena_index + 1) % HZ_ARENAS_MAX;
+  }
   hz_arena_t *a = &hz_arenas[arena_index];
   hz_span_t *s = NULL;
   hz_lock(&a->lock);
@@ -208,8 +206,6 @@ static void purge_locked(hz_arena_t *a, bool force) {
   }
 }
 
-static void purge_thread_start(void);
-
 void hz_arena_free_span(hz_span_t *s) {
   hz_segment_t *seg = hz_segment_of((void *)s->start);
   hz_arena_t *a = &hz_arenas[seg->arena];
@@ -217,6 +213,7 @@ void hz_arena_free_span(hz_span_t *s) {
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
+  if (a->lost) return;
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   uint64_t now = hz_os_now_ms();
   hz_lock(&a->lock);
@@ -227,33 +224,31 @@ void hz_arena_free_span(hz_span_t *s) {
   a->dirty_slices += s->slice_count;
   if (delay == 0) purge_locked(a, true);
   else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
+  bool waiting = a->dirty_slices != 0;
   hz_unlock(&a->lock);
-  hz_purge_thread_wanted();
-}
-
-/* Memory is waiting for its purge delay: make sure the purge thread runs. */
-void hz_purge_thread_wanted(void) {
-  if (hz_opt(HZ_OPTION_PURGE_DELAY) <= 0 || !hz_opt(HZ_OPTION_PURGE_THREAD)) return;
-  bool start = false;
-  hz_lock(&hz_purge_lock);
-  if (!hz_purge_thread_started) start = hz_purge_thread_started = true;
-  hz_unlock(&hz_purge_lock);
-  if (start) purge_thread_start();
+  if (waiting) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
 }
 
 void hz_arena_purge(bool force) {
   for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
     hz_arena_t *a = &hz_arenas[i];
+    if (a->lost) continue;
     hz_lock(&a->lock);
     purge_locked(a, force);
     hz_unlock(&a->lock);
   }
 }
 
-static uint64_t dirty_total(void) {
-  uint64_t d = 0;
-  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) d += __atomic_load_n(&hz_arenas[i].dirty_slices, __ATOMIC_RELAXED);
-  return d;
+bool hz_arena_dirty(void) {
+  bool dirty = false;
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX && !dirty; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    if (a->lost) continue;
+    hz_lock(&a->lock);
+    dirty = a->dirty_slices != 0;
+    hz_unlock(&a->lock);
+  }
+  return dirty;
 }
 
 /* Blocks in use per class, from the spans themselves (racy reads of other
@@ -261,6 +256,7 @@ static uint64_t dirty_total(void) {
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
   for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
     hz_arena_t *a = &hz_arenas[i];
+    if (a->lost) continue;
     hz_lock(&a->lock);
     for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next)
       for (size_t j = 1; j < HZ_SLICES; j++) {
@@ -305,6 +301,7 @@ void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committ
   *segments = *reserved = *committed = 0;
   for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
     hz_arena_t *a = &hz_arenas[i];
+    if (a->lost) continue;
     hz_lock(&a->lock);
     *segments += a->segment_count;
     *reserved += a->reserved_bytes;
@@ -314,60 +311,9 @@ void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committ
   }
 }
 
-/* ---- the purge thread ----
- * Started when memory is freed to a pool (or a huge block is cached) and no
- * purge thread runs; wakes every purge delay and returns what has waited
- * long enough, then exits as soon as nothing is left to return. So a program
- * that frees and then idles gets its memory back without calling the
- * allocator again, and a program whose last thread ends (main calling
- * pthread_exit, a child forked from a thread) is kept alive by it for one
- * purge delay at most. */
-static void *purge_thread_main(void *arg) {
-  (void)arg;
-  for (;;) {
-    long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
-    struct timespec ts = {.tv_sec = delay / 1000, .tv_nsec = (delay % 1000) * 1000000L};
-    if (delay > 0) nanosleep(&ts, NULL);
-    hz_arena_purge(false);
-    bool huge_left = hz_huge_purge(false);
-    hz_heaps_collect_abandoned();
-    hz_lock(&hz_purge_lock);
-    if (delay <= 0 || (dirty_total() == 0 && !huge_left)) {
-      hz_purge_thread_started = false;
-      hz_unlock(&hz_purge_lock);
-      return NULL;
-    }
-    hz_unlock(&hz_purge_lock);
-  }
-}
-
-static void purge_thread_start(void) {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits: no signals */
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
-  pthread_t t;
-  int rc = pthread_create(&t, &attr, purge_thread_main, NULL);
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc == 0) pthread_setname_np(t, "hakozuna-purge");
-  else hz_verbose("cannot start the purge thread (error %d); purging from allocating threads only", rc);
-}
-
-/* fork: all arena locks and the purge lock are taken by the forking thread */
-void hz_arena_fork_prepare(void) {
-  hz_lock(&hz_purge_lock);
-  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) hz_lock(&hz_arenas[i].lock);
-}
-void hz_arena_fork_parent(void) {
-  for (uint32_t i = HZ_ARENAS_MAX; i-- > 0;) hz_unlock(&hz_arenas[i].lock);
-  hz_unlock(&hz_purge_lock);
-}
+/* fork (init.c): an arena whose lock a lost thread held is never used in
+ * the child (its bitmaps and lists may be half changed). */
 void hz_arena_fork_child(void) {
-  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) hz_lock_reinit(&hz_arenas[i].lock);
-  hz_lock_reinit(&hz_purge_lock);
-  hz_purge_thread_started = false; /* threads do not survive fork */
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++)
+    if (hz_lock_lost_in_fork(&hz_arenas[i].lock)) hz_arenas[i].lost = true;
 }

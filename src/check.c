@@ -67,7 +67,7 @@ void hz_verbose(const char *fmt, ...) {
 }
 
 static void misuse(const char *fmt, ...) {
-  hz_init(); /* the check level is an option */
+  hz_options_init(); /* the check level is an option */
   va_list ap;
   va_start(ap, fmt);
   vreport("", fmt, ap);

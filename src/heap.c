@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 hz_span_t hz_span_empty;
 #define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
@@ -21,48 +20,44 @@ hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
 static hz_heap_t hz_heap_dead = { .cur = HZ_EMPTY_CUR }; /* after thread exit */
 __thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
 
-uintptr_t hz_key;
-_Atomic int hz_initialized;
-static hz_lock_t hz_init_lock = HZ_LOCK_INIT;
 static hz_lock_t hz_heaps_lock = HZ_LOCK_INIT;
 static _Atomic(hz_heap_t *) hz_heaps_all;
 static hz_heap_t *hz_heaps_abandoned;
 static pthread_key_t hz_heap_key;
+static _Atomic bool hz_heap_key_ready;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
 /* hz_class_of_slow(16 * i), constant so that a thread's very first malloc,
- * before hz_init, already picks the right class (hz_init verifies it). */
+ * before hz_init, already picks the right class (hz_heap_init verifies it). */
 const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31, 31};
 static char *hz_meta_next, *hz_meta_end;
 
-/* Blocks of each class in spans in use, and the highest that reached. */
-
 static void heap_key_destructor(void *arg);
-static void fork_prepare(void);
-static void fork_parent(void);
-static void fork_child(void);
 
-void hz_init(void) {
-  if (atomic_load_explicit(&hz_initialized, memory_order_acquire)) return;
-  hz_lock(&hz_init_lock);
-  if (!atomic_load_explicit(&hz_initialized, memory_order_relaxed)) {
-    hz_os_init();
-    hz_key = (uintptr_t)hz_os_random();
-    for (size_t i = 0; i <= 1024 / 16; i++)
-      if (hz_class_table[i] != hz_class_of_slow(i * 16)) hz_fatal("internal error: class table entry %zu", i);
-    for (uint32_t c = 0; c < HZ_NCLASS; c++) {
-      /* at least 8 blocks a span, so large classes don't waste a span each */
-      size_t n = (8 * hz_class_size(c) + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
-      hz_class_slices[c] = (uint8_t)(n ? n : 1);
-      hz_class_recip[c] = hz_recip(hz_class_size(c));
-    }
-    hz_options_init();
-    hz_arena_init();
-    pthread_key_create(&hz_heap_key, heap_key_destructor);
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    atomic_store_explicit(&hz_initialized, 1, memory_order_release);
+/* Start-up (init.c): class geometry. */
+void hz_heap_init(void) {
+  for (size_t i = 0; i <= 1024 / 16; i++)
+    if (hz_class_table[i] != hz_class_of_slow(i * 16)) hz_fatal("internal error: class table entry %zu", i);
+  for (uint32_t c = 0; c < HZ_NCLASS; c++) {
+    /* at least 8 blocks a span, so large classes don't waste a span each */
+    size_t n = (8 * hz_class_size(c) + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
+    hz_class_slices[c] = (uint8_t)(n ? n : 1);
+    hz_class_recip[c] = hz_recip(hz_class_size(c));
   }
-  hz_unlock(&hz_init_lock);
+}
+
+/* Start-up's last steps: the key whose destructor abandons an exiting
+ * thread's heap. glibc may allocate in pthread_key_create: a heap made by
+ * that allocation is registered once the key exists. */
+void hz_thread_key_init(void) {
+  if (atomic_load_explicit(&hz_heap_key_ready, memory_order_relaxed)) return;
+  if (!hz_os_thread_key(&hz_heap_key, heap_key_destructor)) {
+    hz_warning("pthread_key_create failed: heaps of exiting threads will not be reused");
+    return;
+  }
+  atomic_store_explicit(&hz_heap_key_ready, true, memory_order_release);
+  hz_heap_t *h = hz_tls_heap;
+  if (h != &hz_heap_empty && h != &hz_heap_dead) hz_os_thread_key_set(hz_heap_key, h);
 }
 
 /* Heaps are never unmapped (they are recycled), so they come from a bump
@@ -81,8 +76,9 @@ static void *meta_alloc(size_t size) {
   return r;
 }
 
+/* Start-up has run (the entry points in alloc.c see to it), or is running
+ * on this thread and everything used here is set. */
 static hz_noinline hz_heap_t *heap_setup(void) {
-  hz_init();
   hz_lock(&hz_heaps_lock);
   hz_heap_t *h = hz_heaps_abandoned;
   if (h != NULL) {
@@ -94,12 +90,14 @@ static hz_noinline hz_heap_t *heap_setup(void) {
     h->next_all = atomic_load_explicit(&hz_heaps_all, memory_order_relaxed);
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
   }
-  if (h) h->live = true;
+  if (h) {
+    h->live = true;
+    hz_tls_heap = h; /* under the lock: a fork child rebuilding the heap list sees it is ours */
+  }
   hz_unlock(&hz_heaps_lock);
   if (h == NULL) return NULL;
-  hz_tls_heap = h;
   /* may allocate (keys beyond 32); the heap is already usable then */
-  pthread_setspecific(hz_heap_key, h);
+  if (atomic_load_explicit(&hz_heap_key_ready, memory_order_acquire)) hz_os_thread_key_set(hz_heap_key, h);
   return h;
 }
 
@@ -172,7 +170,7 @@ static void span_carve(hz_span_t *s) {
 }
 
 
-hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
+static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
@@ -190,6 +188,13 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
+  return s;
+}
+
+hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
+  hz_heap_enter(h);
+  hz_span_t *s = heap_take_span(h, slices, align);
+  hz_heap_leave(h);
   return s;
 }
 
@@ -253,10 +258,7 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
 
 /* The current span of class c has no free block: take remote frees, send
  * ours, carve fresh blocks, or move to another span or a new one. */
-void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
-  if (h == &hz_heap_empty || h == &hz_heap_dead) {
-    if ((h = heap_setup()) == NULL) goto oom;
-  }
+static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   h->n.refill[c]++;
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
   hz_remote_flush(h);
@@ -269,12 +271,22 @@ void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
       heap_set_cur(h, c, &hz_span_empty);
     }
     if ((s = h->lists[c]) != NULL) { heap_set_cur(h, c, s); continue; }
-    s = hz_heap_take_span(h, hz_class_slices[c], 1);
-    if (s == NULL) goto oom;
+    s = heap_take_span(h, hz_class_slices[c], 1);
+    if (s == NULL) return NULL;
     span_init_small(h, s, c);
     list_push(h, s);
     heap_set_cur(h, c, s);
   }
+}
+
+void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
+  if (h == &hz_heap_empty || h == &hz_heap_dead) {
+    if ((h = heap_setup()) == NULL) goto oom;
+  }
+  hz_heap_enter(h);
+  void *p = heap_alloc_small(h, c);
+  hz_heap_leave(h);
+  if (p) return p;
 oom:
   errno = ENOMEM;
   return NULL;
@@ -294,7 +306,11 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->used == 0) span_emptied(h, s, may_cache); /* never the current span: it is pinned */
 }
 
-void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) { span_after_free(h, s, true); }
+void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
+  hz_heap_enter(h);
+  span_after_free(h, s, true);
+  hz_heap_leave(h);
+}
 
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
@@ -336,20 +352,42 @@ static void span_purge_free_blocks(hz_span_t *s) {
 
 /* Give back what a heap holds but does not use: empty spans (all, or those
  * kept longer than the purge delay) and remote frees waiting in its inbox;
- * when forced, also the free pages inside partly used spans. */
+ * when forced, also the free pages inside partly used spans. Nothing here
+ * may allocate (the purge thread is started by the layer above, after this
+ * returns). */
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
+  hz_heap_enter(h);
   hz_remote_flush(h);
   hz_remote_drain(h);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     if (force) heap_set_cur(h, c, &hz_span_empty);
     bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
+    /* Empty spans are unlinked during the walk and retired after it: the
+     * walk itself calls nothing but madvise, so nothing can change the list
+     * under it (a retire once started the purge thread from here, whose TLS
+     * allocation drained the inbox and retired the span the walk had saved
+     * as next: issue 10, case 3). */
+    hz_span_t *empty = NULL;
     for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
       next = s->next;
-      if (s->used == 0) span_emptied(h, s, false);
-      else if (purge_blocks) span_purge_free_blocks(s);
+      if (s->used == 0) {
+        if (h->spare[c] == s) h->spare[c] = NULL;
+        list_remove(h, s);
+        s->next = empty;
+        empty = s;
+      } else if (purge_blocks) {
+        span_purge_free_blocks(s);
+      }
+    }
+    while (empty != NULL) {
+      hz_span_t *s = empty;
+      empty = s->next;
+      s->next = NULL;
+      heap_retire_span(h, s, false);
     }
   }
   heap_flush_cache(h, force || !may_cache);
+  hz_heap_leave(h);
 }
 
 void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true); }
@@ -383,27 +421,28 @@ HZ_EXPORT void hz_thread_done(void) {
   hz_heap_t *h = hz_tls_heap;
   if (h == &hz_heap_empty || h == &hz_heap_dead) return;
   hz_tls_heap = &hz_heap_empty;
-  pthread_setspecific(hz_heap_key, NULL);
+  if (atomic_load_explicit(&hz_heap_key_ready, memory_order_acquire)) hz_os_thread_key_set(hz_heap_key, NULL);
   hz_heap_abandon(h);
 }
 
-/* ---- fork: no allocator lock may be held by a thread that won't exist in
- * the child, so the forking thread takes them all first ---- */
-static void fork_prepare(void) {
-  hz_lock(&hz_init_lock);
-  hz_lock(&hz_heaps_lock);
-  hz_huge_fork_prepare();
-  hz_arena_fork_prepare();
-}
-static void fork_parent(void) {
-  hz_arena_fork_parent();
-  hz_huge_fork_parent();
-  hz_unlock(&hz_heaps_lock);
-  hz_unlock(&hz_init_lock);
-}
-static void fork_child(void) {
-  hz_arena_fork_child();
-  hz_huge_fork_child();
-  hz_lock_reinit(&hz_heaps_lock);
-  hz_lock_reinit(&hz_init_lock);
+/* ---- fork (init.c): in the child, only this thread is left ----
+ * Every other heap lost its thread: it becomes abandoned, for the child's
+ * next threads to adopt, unless its thread was inside a slow path (its lists
+ * may be torn: it is left alone, its memory lost to the child). The list of
+ * abandoned heaps is rebuilt from the list of all heaps (whose links are
+ * published in order), so it does not matter whether a lost thread was
+ * changing it, unless this thread was (a fork from a signal handler that
+ * interrupted it): then nothing is touched. */
+void hz_heap_fork_child(void) {
+  if (hz_lock_lost_in_fork(&hz_heaps_lock)) hz_meta_next = hz_meta_end = NULL; /* maybe half carved */
+  else if (hz_heaps_lock.holder == &hz_lock_me) return;
+  hz_heap_t *mine = hz_tls_heap, *abandoned = NULL;
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
+    if (h == mine) continue;
+    h->live = false;
+    if (h->busy) continue;
+    h->next_abandoned = abandoned;
+    abandoned = h;
+  }
+  hz_heaps_abandoned = abandoned;
 }

@@ -2,12 +2,14 @@
 /* Internal types and constants shared by the layers of hakozuna.
  *
  * Layers, bottom to top (each one file; see ARCHITECTURE.md):
- *   os.c       the only file that talks to the kernel
+ *   os.c       the only file that talks to the kernel or libc's system wrappers
  *   options.c  the option table
- *   arena.c    segments, the segment map, the global span pool, purging
+ *   arena.c    segments, the segment map, the span pools
  *   heap.c     per-thread heaps: spans per size class, slow paths, thread life
  *   remote.c   cross-thread frees, batched per owner heap
  *   large.c    large spans and huge (direct-mapped) blocks with a reuse cache
+ *   purge.c    the purge thread and hz_collect, above heap and large
+ *   init.c     process start-up and fork
  *   stats.c    counters, report, JSON
  *   check.c    misuse reports and the checked build's extra checks
  *   alloc.c    the fast paths and the public/overriding API
@@ -158,6 +160,18 @@ _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice
 /* Segment map values. */
 enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
+/* Written under different locks (arena, huge) and read by every free with
+ * none: single bytes, stored atomically (relaxed); a free of a live block is
+ * ordered after its segment's mark by the program's own hand-over. The read
+ * is a plain byte load (an atomic one costs free's fast path an instruction:
+ * the compare can no longer take its operand from memory), atomic only
+ * under ThreadSanitizer, which checks exactly this intent. */
+#if defined(__SANITIZE_THREAD__)
+static inline uint8_t hz_segmap_at(uintptr_t i) { return __atomic_load_n(&hz_segmap[i], __ATOMIC_RELAXED); }
+#else
+static inline uint8_t hz_segmap_at(uintptr_t i) { return hz_segmap[i]; }
+#endif
+static inline void hz_segmap_set(uintptr_t i, uint8_t v) { __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED); }
 
 static inline hz_segment_t *hz_segment_of(const void *p) {
   return (hz_segment_t *)((uintptr_t)p & ~HZ_SEG_MASK);
@@ -168,7 +182,7 @@ static inline hz_span_t *hz_span_of(const void *p) {
 }
 static inline uint8_t hz_segmap_get(const void *p) {
   uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
-  return i < HZ_SEGMAP_LEN ? hz_segmap[i] : HZ_MAP_NONE;
+  return i < HZ_SEGMAP_LEN ? hz_segmap_at(i) : HZ_MAP_NONE;
 }
 /* True when p is not the start of a block of span s: the offset is a
  * multiple of the block size exactly when offset * (2^64 / size + 1) wraps
@@ -224,6 +238,7 @@ typedef struct hz_heap_s {
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
+  uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
 } hz_heap_t;
 
@@ -233,12 +248,13 @@ extern hz_span_t hz_span_empty;
 
 /* ---- os.c ---- */
 typedef struct hz_os_counters_s {
-  _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls;
+  _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, other_calls;
   _Atomic uint64_t bytes_mapped, bytes_returned;
 } hz_os_counters_t;
 extern hz_os_counters_t hz_os_stats;
 extern size_t hz_os_page_size;
 void hz_os_init(void);
+unsigned hz_os_cpu_count(void);
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
@@ -250,10 +266,18 @@ void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
 int hz_os_pid(void);
 int hz_os_open_report(const char *path); /* -1 on failure */
+size_t hz_os_peak_rss(void);
+void hz_os_sleep_ms(long ms);
+void hz_os_yield(void);
+bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *));
+void hz_os_thread_key_set(pthread_key_t key, void *value);
+void hz_os_atfork_child(void (*child)(void));
+int hz_os_thread_start(void *(*fn)(void *));
+void hz_os_thread_name(const char *name);
 
 /* ---- options.c ---- */
 extern long hz_options[HZ_OPTION_COUNT];
-void hz_options_init(void);
+void hz_options_init(void); /* once; any caller may need the options first */
 void hz_options_late_init(void);
 static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
 bool hz_option_path(hz_option_t o, char *out, size_t size);
@@ -265,10 +289,11 @@ uint32_t hz_arena_pick(uint32_t heap_index);
 hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices);
 void hz_arena_free_span(hz_span_t *s);
 void hz_arena_purge(bool force);
-void hz_purge_thread_wanted(void);
-void hz_arena_fork_prepare(void);
-void hz_arena_fork_parent(void);
+bool hz_arena_dirty(void);       /* free slices wait for their purge */
 void hz_arena_fork_child(void);
+/* Set when memory starts waiting for its purge delay; the purge layer starts
+ * its thread at the next safe point (hz_purge_poll). */
+extern _Atomic int hz_purge_pending;
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]);
 /* Committed bytes of the segments that hold no live block, by where. */
@@ -282,8 +307,7 @@ typedef struct hz_arena_usage_s {
 void hz_arena_usage(hz_arena_usage_t *u);
 
 /* ---- heap.c ---- */
-void hz_init(void);
-extern _Atomic int hz_initialized;
+void hz_heap_init(void);
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls);
 hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if needed */
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
@@ -293,6 +317,26 @@ void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 hz_heap_t *hz_heaps_first(void);
+void hz_heap_fork_child(void);
+void hz_thread_key_init(void);
+
+/* A heap's owner marks its slow paths (class lists, outboxes, the span cache
+ * in flux): after a fork, the child adopts the heaps of threads that did not
+ * survive it only if they were not inside one. The stores must reach memory
+ * in order for the fork's copy: a fence (free on x86) after entering. */
+#if defined(__x86_64__) || defined(__i386__)
+#define hz_store_fence() atomic_signal_fence(memory_order_seq_cst)
+#else
+#define hz_store_fence() atomic_thread_fence(memory_order_release)
+#endif
+static inline void hz_heap_enter(hz_heap_t *h) {
+  h->busy++;
+  hz_store_fence();
+}
+static inline void hz_heap_leave(hz_heap_t *h) {
+  hz_store_fence();
+  h->busy--;
+}
 
 /* ---- remote.c ---- */
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
@@ -307,8 +351,6 @@ size_t hz_huge_usable(const void *p, const char *fn);
 bool hz_huge_purge(bool force); /* true while cached blocks remain */
 void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes);
 uint64_t hz_huge_allocated_bytes(void);
-void hz_huge_fork_prepare(void);
-void hz_huge_fork_parent(void);
 void hz_huge_fork_child(void);
 
 /* ---- stats.c ---- */
@@ -316,6 +358,24 @@ void hz_huge_fork_child(void);
 void hz_stats_commit(int64_t delta);
 void hz_output(const char *msg, size_t n); /* to the output hook or stderr */
 void hz_stats_malloc_info(FILE *out);      /* malloc_info(0, out) */
+
+/* ---- purge.c ---- */
+void hz_purge_start(void);
+/* A safe point: no allocator lock held, nothing half done. If memory waits
+ * for its purge and no purge thread runs, start one (pthread_create
+ * allocates: it may not run anywhere deeper). */
+static inline void hz_purge_poll(void) {
+  if (hz_unlikely(atomic_load_explicit(&hz_purge_pending, memory_order_relaxed))) hz_purge_start();
+}
+void hz_purge_fork_child(void);
+
+/* ---- init.c ---- */
+extern _Atomic int hz_init_state; /* HZ_INIT_DONE once start-up has run */
+#define HZ_INIT_DONE 2
+void hz_init_slow(void);
+static inline void hz_init(void) {
+  if (hz_unlikely(atomic_load_explicit(&hz_init_state, memory_order_acquire) != HZ_INIT_DONE)) hz_init_slow();
+}
 
 /* ---- check.c ---- */
 __attribute__((noreturn, cold)) void hz_fatal(const char *fmt, ...);
@@ -340,11 +400,39 @@ void hz_checked_on_free(hz_block_t *b, size_t block_size);
 /* The inaccessible page after a huge block (checked build only). */
 static inline size_t hz_huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
 
-/* ---- locks ---- */
-typedef struct { pthread_mutex_t m; } hz_lock_t;
-#define HZ_LOCK_INIT { PTHREAD_MUTEX_INITIALIZER }
-static inline void hz_lock(hz_lock_t *l) { pthread_mutex_lock(&l->m); }
-static inline void hz_unlock(hz_lock_t *l) { pthread_mutex_unlock(&l->m); }
-static inline void hz_lock_reinit(hz_lock_t *l) { pthread_mutex_init(&l->m, NULL); }
+/* ---- locks ----
+ * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's; the huge
+ * cache's alone; nothing that may allocate or wait for another thread is
+ * called with one held. A lock remembers its holder (the address of a
+ * thread-local, which a forked child keeps): after a fork the child tells
+ * a lock a lost thread held, whose data may be torn, from one it holds
+ * itself (fork from a signal handler that interrupted the allocator). */
+typedef struct {
+  pthread_mutex_t m;
+  const void *holder;
+} hz_lock_t;
+#define HZ_LOCK_INIT { PTHREAD_MUTEX_INITIALIZER, NULL }
+extern __thread char hz_lock_me;
+static inline void hz_lock(hz_lock_t *l) {
+  pthread_mutex_lock(&l->m);
+  l->holder = &hz_lock_me;
+}
+static inline void hz_unlock(hz_lock_t *l) {
+  l->holder = NULL;
+  pthread_mutex_unlock(&l->m);
+}
+/* In a forked child: true when a thread that did not survive the fork held
+ * the lock; it is then made free again, and the caller must rebuild or
+ * discard what it protects. */
+static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
+  if (pthread_mutex_trylock(&l->m) == 0) {
+    pthread_mutex_unlock(&l->m);
+    return false;
+  }
+  if (l->holder == &hz_lock_me) return false;
+  pthread_mutex_init(&l->m, NULL);
+  l->holder = NULL;
+  return true;
+}
 
 #endif /* HZ_INTERNAL_H */

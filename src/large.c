@@ -60,8 +60,8 @@ static uint64_t hz_huge_allocs, hz_huge_frees, hz_huge_live, hz_huge_allocated;
 
 static void segmap_mark(hz_huge_t *hh, uint8_t v) {
   uintptr_t i = (uintptr_t)hh >> HZ_SEG_SHIFT, n = hh->map_size >> HZ_SEG_SHIFT;
-  hz_segmap[i] = v;
-  for (uintptr_t j = 1; j < n; j++) hz_segmap[i + j] = v ? HZ_MAP_HUGE_TAIL : HZ_MAP_NONE;
+  hz_segmap_set(i, v);
+  for (uintptr_t j = 1; j < n; j++) hz_segmap_set(i + j, v ? HZ_MAP_HUGE_TAIL : HZ_MAP_NONE);
 }
 
 static void huge_unmap(hz_huge_t *hh) {
@@ -140,9 +140,9 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
 /* The header of the huge block p belongs to, after checking p is its start. */
 static hz_huge_t *huge_lookup(const void *p, const char *fn) {
   uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
-  while (i > 0 && hz_segmap[i] == HZ_MAP_HUGE_TAIL) i--;
+  while (i > 0 && hz_segmap_at(i) == HZ_MAP_HUGE_TAIL) i--;
   hz_huge_t *hh = (hz_huge_t *)(i << HZ_SEG_SHIFT);
-  if (hz_segmap[i] != HZ_MAP_HUGE || hh->magic != (hz_key ^ (uintptr_t)hh)) {
+  if (hz_segmap_at(i) != HZ_MAP_HUGE || hh->magic != (hz_key ^ (uintptr_t)hh)) {
     hz_misuse_foreign(p, fn);
     return NULL;
   }
@@ -183,7 +183,7 @@ void hz_huge_free(void *p, const char *fn) {
     hz_huge_cached_bytes += hh->map_size;
   }
   hz_unlock(&hz_huge_lock);
-  if (keep) hz_purge_thread_wanted();
+  if (keep) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
   else huge_unmap(hh);
 }
 
@@ -222,6 +222,10 @@ uint64_t hz_huge_allocated_bytes(void) {
   return n;
 }
 
-void hz_huge_fork_prepare(void) { hz_lock(&hz_huge_lock); }
-void hz_huge_fork_parent(void) { hz_unlock(&hz_huge_lock); }
-void hz_huge_fork_child(void) { hz_lock_reinit(&hz_huge_lock); }
+/* fork (init.c): if a lost thread held the lock, the cache list may be half
+ * changed: the child forgets it (the cached mappings stay mapped, unused). */
+void hz_huge_fork_child(void) {
+  if (!hz_lock_lost_in_fork(&hz_huge_lock)) return;
+  hz_huge_cache = NULL;
+  hz_huge_cached_bytes = 0;
+}

@@ -70,10 +70,20 @@ static bool hz_option_parse(const hz_option_desc_t *d, const char *v, long *out)
 
 extern char **environ;
 static bool hz_options_env_seen;
+static void options_read(void);
 
-/* Called by hz_init, possibly before libc has set environ (an allocation
- * from a .preinit_array function); hz_options_late_init reads it again then. */
+/* Once, by start-up or by whoever needs an option first (a misuse report,
+ * hz_option_get), possibly before libc has set environ (an allocation from a
+ * .preinit_array function); hz_options_late_init reads it again then. The
+ * defaults are in place before getenv, which a preloaded library may have
+ * replaced with one that allocates. */
 void hz_options_init(void) {
+  static _Atomic bool claimed;
+  if (atomic_load_explicit(&claimed, memory_order_relaxed) || atomic_exchange(&claimed, true)) return;
+  options_read();
+}
+
+static void options_read(void) {
   int errno_saved = errno;
   hz_options_env_seen = environ != NULL;
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -101,18 +111,18 @@ void hz_options_init(void) {
 }
 
 void hz_options_late_init(void) {
-  if (!hz_options_env_seen && environ != NULL) hz_options_init();
+  if (!hz_options_env_seen && environ != NULL) options_read();
 }
 
 HZ_EXPORT long hz_option_get(hz_option_t o) {
   if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
-  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  hz_options_init();
   return hz_options[o];
 }
 
 HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
   if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
-  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  hz_options_init();
   const hz_option_desc_t *d = &hz_option_table[o];
   if (hz_option_is_string(o) || value < d->min || value > d->max) { errno = EINVAL; return -1; }
   hz_options[o] = value;
@@ -121,13 +131,13 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
 
 HZ_EXPORT const char *hz_option_get_string(hz_option_t o) {
   if ((unsigned)o >= HZ_OPTION_COUNT || !hz_option_is_string(o)) { errno = EINVAL; return NULL; }
-  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  hz_options_init();
   return hz_option_str[o];
 }
 
 HZ_EXPORT int hz_option_set_string(hz_option_t o, const char *value) {
   if ((unsigned)o >= HZ_OPTION_COUNT || !hz_option_is_string(o) || value == NULL) { errno = EINVAL; return -1; }
-  if (!atomic_load_explicit(&hz_initialized, memory_order_acquire)) hz_init();
+  hz_options_init();
   if (!hz_option_store_string(o, value)) { errno = ENAMETOOLONG; return -1; }
   return 0;
 }

@@ -6,7 +6,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,9 +23,34 @@
 hz_os_counters_t hz_os_stats;
 size_t hz_os_page_size = 4096;
 
+static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+
+/* Start-up runs before malloc works, so nothing here may allocate: the page
+ * size comes from the auxiliary vector, not sysconf (older glibcs allocate in
+ * sysconf, and a preloaded sysconf may too). */
 void hz_os_init(void) {
-  long ps = sysconf(_SC_PAGESIZE);
-  if (ps > 0) hz_os_page_size = (size_t)ps;
+  unsigned long ps = getauxval(AT_PAGESZ);
+  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = (size_t)ps;
+}
+
+/* CPUs this process may run on, without allocating (sysconf's CPU count
+ * reads /sys with opendir in some glibcs). */
+unsigned hz_os_cpu_count(void) {
+  cpu_set_t set;
+  int errno_saved = errno;
+  long r = syscall(SYS_sched_getaffinity, 0, sizeof set, &set);
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  if (r <= 0) return 1;
+  int n = CPU_COUNT_S((size_t)r, &set);
+  return n > 0 ? (unsigned)n : 1;
+}
+
+static void os_unmap(void *p, size_t size) {
+  int errno_saved = errno;
+  if (munmap(p, size) != 0) hz_warning("munmap(%p, %zu) failed (errno %d)", p, size, errno);
+  errno = errno_saved;
+  count(&hz_os_stats.munmap_calls, 1);
 }
 
 /* Map size bytes aligned to align (a power of two >= page size). Over-map and
@@ -33,25 +62,24 @@ void *hz_os_map(size_t size, size_t align) {
   size_t extra = align > hz_os_page_size ? align : 0;
   if (size + extra < size) return NULL;
   void *p = mmap(NULL, size + extra, PROT_READ | PROT_WRITE, flags, -1, 0);
-  atomic_fetch_add_explicit(&hz_os_stats.mmap_calls, 1, memory_order_relaxed);
+  count(&hz_os_stats.mmap_calls, 1);
   errno = errno_saved; /* callers report ENOMEM themselves */
   if (p == MAP_FAILED) return NULL;
-  if (extra) {
+  if (extra) { /* the trimmed ends were never counted as mapped */
     uintptr_t a = (uintptr_t)p, aligned = (a + align - 1) & ~(uintptr_t)(align - 1);
-    if (aligned > a) hz_os_unmap(p, aligned - a);
+    if (aligned > a) os_unmap(p, aligned - a);
     size_t tail = (a + size + extra) - (aligned + size);
-    if (tail) hz_os_unmap((void *)(aligned + size), tail);
+    if (tail) os_unmap((void *)(aligned + size), tail);
     p = (void *)aligned;
   }
-  atomic_fetch_add_explicit(&hz_os_stats.bytes_mapped, size, memory_order_relaxed);
+  count(&hz_os_stats.bytes_mapped, size);
   return p;
 }
 
+/* Memory given back with munmap counts as returned, like madvise's. */
 void hz_os_unmap(void *p, size_t size) {
-  int errno_saved = errno;
-  if (munmap(p, size) != 0) hz_warning("munmap(%p, %zu) failed (errno %d)", p, size, errno);
-  errno = errno_saved;
-  atomic_fetch_add_explicit(&hz_os_stats.munmap_calls, 1, memory_order_relaxed);
+  os_unmap(p, size);
+  count(&hz_os_stats.bytes_returned, size);
 }
 
 /* MADV_DONTNEED, not MADV_FREE: RSS drops at once (what users watch), and the
@@ -64,21 +92,22 @@ void hz_os_purge(void *p, size_t size) {
   if (madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
     hz_warning("madvise(%p, %zu) failed (errno %d)", (void *)lo, (size_t)(hi - lo), errno);
   errno = errno_saved;
-  atomic_fetch_add_explicit(&hz_os_stats.madvise_calls, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&hz_os_stats.bytes_returned, hi - lo, memory_order_relaxed);
+  count(&hz_os_stats.madvise_calls, 1);
+  count(&hz_os_stats.bytes_returned, hi - lo);
 }
 
 void hz_os_advise_huge(void *p, size_t size, bool enable) {
   int errno_saved = errno;
   (void)madvise(p, size, enable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   errno = errno_saved;
-  atomic_fetch_add_explicit(&hz_os_stats.madvise_calls, 1, memory_order_relaxed);
+  count(&hz_os_stats.madvise_calls, 1);
 }
 
 int hz_os_protect(void *p, size_t size, bool accessible) {
   int errno_saved = errno;
   int r = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
   errno = errno_saved;
+  count(&hz_os_stats.mprotect_calls, 1);
   return r;
 }
 
@@ -148,5 +177,82 @@ int hz_os_open_report(const char *path) {
   int kept = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 100) : -1;
   if (path && fd >= 0) close(fd);
   errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
   return kept;
+}
+
+size_t hz_os_peak_rss(void) {
+  struct rusage ru;
+  int errno_saved = errno;
+  int r = getrusage(RUSAGE_SELF, &ru);
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  return r == 0 ? (size_t)ru.ru_maxrss * 1024 : 0;
+}
+
+void hz_os_sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  int errno_saved = errno;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+}
+
+void hz_os_yield(void) {
+  sched_yield();
+  count(&hz_os_stats.other_calls, 1);
+}
+
+/* ---- threads: pthread calls that may allocate or make system calls ----
+ * None of these may be called with an allocator lock held (ARCHITECTURE.md,
+ * the lock rule): pthread_create allocates the new thread's TLS, and glibc
+ * may allocate in pthread_setspecific and pthread_atfork. */
+bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *)) {
+  int errno_saved = errno;
+  int rc = pthread_key_create(key, destructor);
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  return rc == 0;
+}
+
+void hz_os_thread_key_set(pthread_key_t key, void *value) {
+  int errno_saved = errno;
+  pthread_setspecific(key, value);
+  errno = errno_saved;
+}
+
+void hz_os_atfork_child(void (*child)(void)) {
+  int errno_saved = errno;
+  pthread_atfork(NULL, NULL, child);
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+}
+
+/* A detached helper thread with a small stack and every signal blocked (it
+ * must never run a program's signal handler). errno is kept: this runs
+ * inside malloc and free. Returns 0 or the pthread_create error. */
+int hz_os_thread_start(void *(*fn)(void *)) {
+  int errno_saved = errno;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread inherits the mask */
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t t;
+  int rc = pthread_create(&t, &attr, fn, NULL);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  return rc;
+}
+
+/* Called by the new thread itself: a detached thread may be gone before its
+ * creator could name it. */
+void hz_os_thread_name(const char *name) {
+  int errno_saved = errno;
+  pthread_setname_np(pthread_self(), name);
+  errno = errno_saved;
 }

@@ -43,6 +43,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
     outbox_send(&one);
     return;
   }
+  hz_heap_enter(h);
   h->n.remote_free[s->cls]++;
   /* owners are heap-aligned: hash on the bits above the alignment */
   hz_outbox_t *o = &h->outbox[((uintptr_t)owner >> 6) % HZ_OUTBOX];
@@ -59,6 +60,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
     outbox_send(o);
     h->outbox_used--;
   }
+  hz_heap_leave(h);
 }
 
 bool hz_remote_drain(hz_heap_t *h) {

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 /* Scalar fields of hz_stats_t, in the order the text and JSON show them. */
@@ -17,7 +16,7 @@
   X(huge_live_bytes) X(segments) X(bytes_reserved) X(bytes_committed) X(bytes_in_use) X(bytes_returned)    \
   X(mmap_calls) X(munmap_calls) X(madvise_calls) X(peak_rss) X(current_rss) X(bytes_allocated)              \
   X(bytes_committed_peak) X(blocks_live) X(unused_in_spans) X(unused_empty_spans) X(unused_span_cache)       \
-  X(unused_huge_cache) X(unused_purge_backlog) X(metadata)
+  X(unused_huge_cache) X(unused_purge_backlog) X(metadata) X(mprotect_calls) X(other_os_calls)
 
 static int stats_get(hz_stats_t *out);
 
@@ -113,8 +112,9 @@ static int stats_get(hz_stats_t *out) {
   out->mmap_calls = atomic_load_explicit(&hz_os_stats.mmap_calls, memory_order_relaxed);
   out->munmap_calls = atomic_load_explicit(&hz_os_stats.munmap_calls, memory_order_relaxed);
   out->madvise_calls = atomic_load_explicit(&hz_os_stats.madvise_calls, memory_order_relaxed);
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak_rss = (uint64_t)ru.ru_maxrss * 1024;
+  out->mprotect_calls = atomic_load_explicit(&hz_os_stats.mprotect_calls, memory_order_relaxed);
+  out->other_os_calls = atomic_load_explicit(&hz_os_stats.other_calls, memory_order_relaxed);
+  out->peak_rss = hz_os_peak_rss();
   out->current_rss = hz_os_rss();
   stats_get_usage(out);
   return 0;
@@ -142,7 +142,7 @@ static void stats_report(FILE *f, bool at_exit) {
   hz_stats_t st = {.size = sizeof st};
   if (hz_stats_get(&st) != 0) return;
   char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
-  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, (int)getpid());
+  fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, hz_os_pid());
   hz_options_print(f);
   fprintf(f, "%7s %10s %10s %12s %12s %12s %10s %9s %9s %9s\n", "block", "live", "peak*", "mallocs", "frees",
           "remote", "refills", "allocB", "liveB", "peak*B");
@@ -174,8 +174,10 @@ static void stats_report(FILE *f, bool at_exit) {
           human(b4, st.unused_huge_cache), human(b5, st.unused_purge_backlog), human(b6, st.metadata));
   fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st.current_rss),
           mib(st.peak_rss), st.thread_count, (unsigned long long)st.segments);
-  fprintf(f, "os calls: %llu mmap, %llu munmap, %llu madvise\n", (unsigned long long)st.mmap_calls,
-          (unsigned long long)st.munmap_calls, (unsigned long long)st.madvise_calls);
+  fprintf(f, "os calls: %llu mmap, %llu munmap, %llu madvise, %llu mprotect, %llu other\n",
+          (unsigned long long)st.mmap_calls, (unsigned long long)st.munmap_calls,
+          (unsigned long long)st.madvise_calls, (unsigned long long)st.mprotect_calls,
+          (unsigned long long)st.other_os_calls);
   if (at_exit)
     fprintf(f, "%llu blocks (%s) still live at exit\n", (unsigned long long)st.blocks_live,
             human(b1, st.bytes_in_use));

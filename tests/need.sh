@@ -23,7 +23,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
-CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan fuzzer valgrind
+CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan tsan fuzzer valgrind
       cpython-tests redis memcached matplotlib mimalloc tcmalloc jemalloc)
 
 declare -A WHY=(
@@ -40,6 +40,7 @@ declare -A WHY=(
   [git]="tests/programs: git under the allocator"
   [sqlite3]="tests/programs: sqlite3 under the allocator"
   [ubsan]="make test-ubsan: gcc's -fsanitize=undefined runtime"
+  [tsan]="make test-tsan: gcc's -fsanitize=thread runtime"
   [fuzzer]="make test-fuzz: clang's libFuzzer and UBSan runtimes"
   [valgrind]="make test-valgrind and make bench-instructions"
   [cpython-tests]="tests/programs/heavy python: CPython's regression test modules"
@@ -98,6 +99,8 @@ cap_sqlite3() { echo 'select 1;' | sqlite3 >/dev/null 2>&1; }
 pkgs_sqlite3() { echo sqlite3; }
 cap_ubsan() { compiles_runs cc -x c -fsanitize=undefined -fno-sanitize-recover=all; }
 pkgs_ubsan() { echo libubsan1; }
+cap_tsan() { compiles_runs "${CC:-cc}" -x c -fsanitize=thread -pthread; }
+pkgs_tsan() { echo libtsan2; }
 # The fuzz harness links libFuzzer and UBSan's standalone runtime: both come
 # with clang's runtime package, which Debian does not install with clang.
 cap_fuzzer() {

@@ -99,6 +99,11 @@ if [ $mode = glibc ]; then
   g threads/lastexit 60 "$B/threads/lastexit"
   g init/ctor 60 "$B/init/ctor"
   g init/dlopen 60 "$B/init/dlopen"
+  g init/fork_stdio 120 "$B/init/fork_stdio"
+  g init/fork_signal 120 "$B/init/fork_signal"
+  g purge/trim 120 "$B/purge/trim"
+  g purge/errno 60 "$B/purge/errno"
+  g purge/collect 60 "$B/purge/collect"
 else
   # The core tests run on both builds: NAME and NAME [checked].
   core() {
@@ -116,6 +121,17 @@ else
   h threads/lastexit 60 "$B/threads/lastexit"
   h init/ctor 60 "$B/init/ctor"
   h init/dlopen 60 "$B/init/dlopen"
+  # Issue 10's hangs: each runs its rounds in children with a watchdog.
+  t init/reenter 90 - glibc "$B/init/reenter" "$B/init/liballocshim.so"
+  h init/fork_stdio 120 "$B/init/fork_stdio"
+  h init/fork_signal 120 "$B/init/fork_signal"
+  t init/fork_reclaim 90 - hakozuna "$B/init/fork_reclaim"
+  h purge/trim 120 "$B/purge/trim"
+  h purge/errno 60 "$B/purge/errno"
+  h purge/collect 60 "$B/purge/collect"
+  t heap/collect 60 - hakozuna "$B/heap/collect"
+  t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
+  t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do
     t "link/$kind" 60 - hakozuna "$B/link/link-$kind"
   done

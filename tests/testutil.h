@@ -4,11 +4,14 @@
 #ifndef HZ_TEST_UTIL_H
 #define HZ_TEST_UTIL_H
 
+#include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +116,37 @@ static inline long tu_rss(void) {
 static inline double tu_env_double(const char *name, double def) {
   const char *v = getenv(name);
   return v && *v ? strtod(v, NULL) : def;
+}
+
+/* Threads of this process now, from /proc/self/status (-1 if unreadable). */
+static inline int tu_threads(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  if (f) fclose(f);
+  return n;
+}
+
+/* fn(arg) in a forked child, which an alarm ends after `seconds` (a hang
+ * shows as SIGALRM) and which leaves with _exit(fn's result). Returns the
+ * wait status, and describes it in why (when not a clean exit 0). */
+static inline int tu_child(int (*fn)(void *), void *arg, unsigned seconds, char *why, size_t why_len) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(seconds);
+    _exit(fn(arg));
+  }
+  int st = -1;
+  if (pid > 0)
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  if (pid < 0) snprintf(why, why_len, "fork failed");
+  else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) snprintf(why, why_len, "hung (killed after %us)", seconds);
+  else if (WIFSIGNALED(st)) snprintf(why, why_len, "killed by signal %d", WTERMSIG(st));
+  else snprintf(why, why_len, "exit status %d", WEXITSTATUS(st));
+  return pid < 0 ? -1 : st;
 }
 
 #endif /* HZ_TEST_UTIL_H */

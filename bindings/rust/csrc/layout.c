@@ -23,6 +23,7 @@ const size_t hakozuna_rs_layout[] = {
     STATS(peak_rss),       STATS(current_rss),        STATS(bytes_allocated),
     STATS(bytes_committed_peak), STATS(blocks_live),  STATS(unused_in_spans),
     STATS(unused_empty_spans), STATS(unused_span_cache), STATS(unused_huge_cache),
-    STATS(unused_purge_backlog), STATS(metadata),
+    STATS(unused_purge_backlog), STATS(metadata),     STATS(mprotect_calls),
+    STATS(other_os_calls),
 };
 const size_t hakozuna_rs_layout_len = sizeof hakozuna_rs_layout / sizeof hakozuna_rs_layout[0];

@@ -434,6 +434,10 @@ pub struct Stats {
     pub unused_purge_backlog: u64,
     /// Segment headers (span descriptors).
     pub metadata: u64,
+    /// mprotect calls (guard pages of the checked build).
+    pub mprotect_calls: u64,
+    /// Other system calls and libc system wrappers (threads, sleeps, rusage, ...).
+    pub other_os_calls: u64,
 }
 
 impl Stats {
@@ -461,7 +465,7 @@ mod tests {
     use super::*;
 
     extern "C" {
-        static hakozuna_rs_layout: [usize; 41];
+        static hakozuna_rs_layout: [usize; 43];
         static hakozuna_rs_layout_len: usize;
     }
 
@@ -518,6 +522,8 @@ mod tests {
             offset_of!(Stats, unused_huge_cache),
             offset_of!(Stats, unused_purge_backlog),
             offset_of!(Stats, metadata),
+            offset_of!(Stats, mprotect_calls),
+            offset_of!(Stats, other_os_calls),
         ];
         let c = unsafe { &hakozuna_rs_layout };
         assert_eq!(unsafe { hakozuna_rs_layout_len }, rust.len(), "csrc/layout.c lists other fields");

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+/* Returning memory over time: the purge thread and hz_collect.
+ *
+ * This layer drives the ones below it (arenas, huge cache, abandoned heaps);
+ * none of them calls up here. When memory starts waiting for its purge
+ * delay, arena.c and large.c only raise hz_purge_pending. The thread is
+ * started from a safe point (hz_purge_poll in alloc.c's slow paths, after
+ * the work is done): pthread_create allocates the new thread's TLS, so it
+ * must never run with an allocator lock held or a heap half changed, and a
+ * nested malloc from inside it finds the thread already starting. errno is
+ * kept: this runs inside malloc and free.
+ *
+ * The thread wakes every purge delay and returns what has waited long
+ * enough, then exits as soon as nothing is left to return. So a program
+ * that frees and then idles gets its memory back without calling the
+ * allocator again, and a program whose last thread ends (main calling
+ * pthread_exit, a child forked from a thread) is kept alive by it for one
+ * purge delay at most. */
+#include "internal.h"
+
+enum { PURGE_IDLE, PURGE_RUNNING };
+static _Atomic int hz_purge_state;
+static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
+
+static void *purge_thread_main(void *arg) {
+  (void)arg;
+  hz_os_thread_name("hakozuna-purge");
+  for (;;) {
+    long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
+    atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
+    if (delay > 0) hz_os_sleep_ms(delay);
+    hz_arena_purge(false);
+    bool huge_left = hz_huge_purge(false);
+    hz_heaps_collect_abandoned();
+    if (delay > 0 && (hz_arena_dirty() || huge_left)) continue;
+    /* Memory that began to wait after the checks above was left to us by
+     * its freer (it saw us running): look once more after going idle. */
+    atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);
+    if (!atomic_load_explicit(&hz_purge_pending, memory_order_seq_cst)) return NULL;
+    int idle = PURGE_IDLE;
+    if (!atomic_compare_exchange_strong(&hz_purge_state, &idle, PURGE_RUNNING)) return NULL;
+  }
+}
+
+void hz_purge_start(void) {
+  if (hz_opt(HZ_OPTION_PURGE_DELAY) <= 0 || !hz_opt(HZ_OPTION_PURGE_THREAD)) {
+    atomic_store_explicit(&hz_purge_pending, 0, memory_order_relaxed);
+    return;
+  }
+  if (atomic_load_explicit(&hz_purge_state, memory_order_relaxed) != PURGE_IDLE) return;
+  uint64_t retry = atomic_load_explicit(&hz_purge_retry_ms, memory_order_relaxed);
+  if (retry != 0 && hz_os_now_ms() < retry) return;
+  int idle = PURGE_IDLE;
+  if (!atomic_compare_exchange_strong(&hz_purge_state, &idle, PURGE_RUNNING)) return;
+  int rc = hz_os_thread_start(purge_thread_main);
+  if (rc == 0) return;
+  atomic_store_explicit(&hz_purge_retry_ms, hz_os_now_ms() + 1000, memory_order_relaxed);
+  atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);
+  hz_verbose("cannot start the purge thread (error %d); purging from allocating threads only", rc);
+}
+
+/* fork (init.c): threads do not survive it; the child starts its own. */
+void hz_purge_fork_child(void) {
+  atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_relaxed);
+  atomic_store_explicit(&hz_purge_retry_ms, 0, memory_order_relaxed);
+}
+
+HZ_EXPORT void hz_collect(int force) {
+  hz_init();
+  hz_heap_t *h = hz_tls_heap;
+  if (h != &hz_heap_empty && h->live) hz_heap_collect(h, force != 0);
+  hz_heaps_collect_abandoned();
+  hz_huge_purge(true);
+  hz_arena_purge(true);
+  hz_purge_poll();
+}
