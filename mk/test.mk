@@ -79,7 +79,7 @@ $(TEST_DIR)/api/api-hz: tests/api/api.c $(TEST_HDRS) $(LIB_SO)
 	$(CC) $(TEST_CFLAGS) -DHZ_API $< -o $@ $(HZ_LINK) -lhakozuna -ldl
 $(TEST_DIR)/api/api-hz-checked: tests/api/api.c $(TEST_HDRS) $(LIB_CHECKED)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -DHZ_API $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
+	$(CC) $(TEST_CFLAGS) -DHZ_API -DHZ_CHECKED_TEST $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
 $(TEST_DIR)/options/%: tests/options/%.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl

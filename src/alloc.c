@@ -163,6 +163,8 @@ HZ_EXPORT void *hz_realloc(void *p, size_t n) {
     return NULL;
   }
   if (n <= old && n >= old / 2) return p;
+  if (n > old && old > HZ_SMALL_MAX - HZ_CANARY_SIZE && n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && hz_large_grow(p, n))
+    return p;
   /* A block that grows is likely to grow again (strings, vectors): move it
    * to a block with a quarter more room, so the next appends stay in place.
    * Only where that is cheap: below the huge sizes, which are mapped. */
@@ -233,10 +235,9 @@ HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable
 
 HZ_EXPORT size_t hz_good_size(size_t n) {
   if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
-  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX)
-    return ((n + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1)) - HZ_LARGE_GUARD;
   if (n > HZ_MAX_REQUEST) return n;
-  page_size(); /* hz_huge_guard needs the page size */
+  page_size(); /* the large and huge sizes need the page size */
+  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX) return hz_large_block_size(n) - HZ_LARGE_GUARD;
   return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
 }
 

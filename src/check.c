@@ -105,7 +105,7 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
     return NULL;
   }
   if (a < s->start || hz_span_misaligned(s, a)) {
-    uintptr_t off = a >= s->start ? a - s->start : 0;
+    uintptr_t off = a >= s->start && s->kind == HZ_SPAN_SMALL ? a - s->start : 0;
     hz_misuse_interior(p, (void *)(s->start + off / s->block_size * s->block_size), s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }

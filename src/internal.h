@@ -344,7 +344,9 @@ void hz_remote_flush(hz_heap_t *h);
 bool hz_remote_drain(hz_heap_t *h);
 
 /* ---- large.c ---- */
+size_t hz_large_block_size(size_t size);
 void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed);
+bool hz_large_grow(void *p, size_t size);
 void *hz_huge_alloc(size_t size, size_t align, bool *zeroed);
 void hz_huge_free(void *p, const char *fn);
 size_t hz_huge_usable(const void *p, const char *fn);

@@ -712,6 +712,41 @@ static void test_hz_extras(void) {
   CHECK(p);
   hz_free(p);
 }
+
+/* Internal waste: from 128 bytes to the largest span-backed block (2 MiB)
+ * a block is at most an eighth larger than asked, with 4 KiB pages (above
+ * 32 KiB blocks are page-granular), and what malloc gives is what
+ * hz_good_size says; a large block grows in place within its span. */
+static void test_waste(void) {
+  size_t checked = 0, top = 2 * MiB;
+#ifdef HZ_CHECKED_TEST
+  top -= 32 * KiB; /* the checked build's guard slice comes out of the span */
+#endif
+  for (size_t n = 129; n <= top && page == 4096; n++) {
+    size_t g = hz_good_size(n);
+    if (!CHECKF(g - n <= n / 8, "hz_good_size(%zu) = %zu: %.1f%% waste", n, g, 100.0 * (g - n) / n)) break;
+    if (n % 4093 == 0 || (n > 32 * KiB && n % 4096 <= 1)) {
+      void *q = hz_malloc(n);
+      if (!CHECK(q)) break;
+      CHECKF(hz_usable_size(q) == g, "hz_usable_size(hz_malloc(%zu)) = %zu, hz_good_size = %zu", n,
+             hz_usable_size(q), g);
+      hz_free(q);
+      checked++;
+    }
+  }
+  CHECK(page != 4096 || checked > 500);
+  char *q = hz_malloc(40000);
+  if (!CHECK(q)) return;
+  tu_fill(q, 40000, 7);
+  char *r = hz_realloc(q, 60000);
+  if (!CHECK(r)) return;
+#ifndef HZ_CHECKED_TEST
+  CHECKF(r == q, "realloc 40000 -> 60000 moved the block");
+#endif
+  CHECK(tu_verify(r, 40000, 7) == 0);
+  CHECKF(hz_usable_size(r) == hz_good_size(60000), "usable %zu after growing to 60000", hz_usable_size(r));
+  hz_free(r);
+}
 #endif
 
 TEST_MAIN() {
@@ -733,6 +768,7 @@ TEST_MAIN() {
   test_info();
 #ifdef HZ_API
   test_hz_extras();
+  test_waste();
 #endif
   return 0;
 }

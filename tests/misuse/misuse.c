@@ -104,6 +104,17 @@ static void run_inside(const mcase_t *c) {
   call(c->fn, q);
 }
 
+/* Past the end of a large block but inside its span: 40,000 bytes take 10
+ * pages of a 64 KiB span, and the rest is no block. */
+static void run_past_end(const mcase_t *c) {
+  char *p = malloc_fn(c->size);
+  if (!p) _exit(5);
+  memset(p, 1, c->size);
+  char *q = p + 48 * KiB;
+  report(q, p, c->size);
+  call(c->fn, q);
+}
+
 /* ---- double frees ---- */
 static void run_double(const mcase_t *c) {
   void *p = malloc_fn(c->size);
@@ -320,6 +331,8 @@ TEST_MAIN() {
       mcase_t c = {"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
       run_case(&c), cases++;
     }
+    mcase_t pe = {"pointer past a large block", fn, EXPECT_INSIDE, 40000, run_past_end};
+    run_case(&pe), cases++;
   }
   for (int i = 0; i < 4; i++) {
     const mcase_t cs[] = {
