@@ -83,7 +83,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   hz_heap_t *h = hz_heaps_abandoned;
   if (h != NULL) {
     hz_heaps_abandoned = h->next_abandoned;
-  } else if ((h = meta_alloc(sizeof *h)) != NULL) {
+  } else if ((h = meta_alloc(HZ_HEAP_STRIDE)) != NULL) {
     static uint32_t heaps_made;
     h->arena = hz_arena_pick(heaps_made++);
     for (uint32_t c = 0; c < HZ_NCLASS; c++) h->cur[c] = &hz_span_empty;

@@ -242,6 +242,12 @@ typedef struct hz_heap_s {
   uint32_t arena;                       /* span pool this heap takes from */
 } hz_heap_t;
 
+/* Heaps lie side by side in the metadata chunks (heap.c), this far apart:
+ * the address divided by it numbers them, so consecutive heaps fall in
+ * different outboxes (a plain shift of the address used half of them). */
+#define HZ_HEAP_STRIDE ((sizeof(hz_heap_t) + 63) & ~(size_t)63)
+static inline uint32_t hz_heap_slot(const hz_heap_t *h) { return (uint32_t)((uintptr_t)h / HZ_HEAP_STRIDE); }
+
 extern __thread hz_heap_t *hz_tls_heap;
 extern hz_heap_t hz_heap_empty;  /* what a new thread starts with */
 extern hz_span_t hz_span_empty;

@@ -45,8 +45,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   }
   hz_heap_enter(h);
   h->n.remote_free[s->cls]++;
-  /* owners are heap-aligned: hash on the bits above the alignment */
-  hz_outbox_t *o = &h->outbox[((uintptr_t)owner >> 6) % HZ_OUTBOX];
+  hz_outbox_t *o = &h->outbox[hz_heap_slot(owner) % HZ_OUTBOX];
   if (o->owner != owner) {
     if (o->owner) outbox_send(o);
     else h->outbox_used++;
