@@ -170,15 +170,38 @@ static void span_carve(hz_span_t *s) {
 }
 
 
+/* The span cache is the owner's, but the purge thread empties what an idle
+ * owner has kept past the purge delay: a spin lock, taken on span-level slow
+ * paths only and held for a few list operations. */
+static hz_cold void cache_lock_wait(hz_heap_t *h) {
+  for (unsigned spins = 0; atomic_exchange_explicit(&h->cache_lock, 1, memory_order_acquire); spins++)
+    if (spins >= 64) hz_os_yield(); /* the holder may have lost its core */
+}
+static inline void cache_lock(hz_heap_t *h) {
+  if (hz_unlikely(atomic_exchange_explicit(&h->cache_lock, 1, memory_order_acquire))) cache_lock_wait(h);
+}
+static void cache_unlock(hz_heap_t *h) { atomic_store_explicit(&h->cache_lock, 0, memory_order_release); }
+
+static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
+  /* unlocked peek: only the purge thread may empty it meanwhile */
+  if (slices > HZ_LARGE_MAX_SLICES || __atomic_load_n(&h->cache[slices], __ATOMIC_RELAXED) == NULL) return NULL;
+  cache_lock(h);
+  hz_span_t *s = h->cache[slices];
+  if (s != NULL) {
+    h->cache[slices] = s->next;
+    h->cache_slices -= slices;
+  }
+  cache_unlock(h);
+  return s;
+}
+
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
-  hz_span_t *s = slices <= HZ_LARGE_MAX_SLICES ? h->cache[slices] : NULL;
-  if (s != NULL && align == 1) {
-    h->cache[slices] = s->next;
-    h->cache_slices -= slices;
+  hz_span_t *s = align == 1 ? cache_pop(h, slices) : NULL;
+  if (s != NULL) {
     s->next = s->prev = NULL;
     s->zeroed = 0;
     return s;
@@ -205,12 +228,22 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   s->free = NULL;
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
-  if (may_cache && n <= HZ_LARGE_MAX_SLICES && h->cache_slices + n <= limit) {
-    s->next = h->cache[n];
-    h->cache[n] = s;
-    h->cache_slices += n;
+  if (may_cache && n <= HZ_LARGE_MAX_SLICES) {
     s->cached_at = hz_os_now_ms();
-    return;
+    cache_lock(h);
+    size_t before = h->cache_slices;
+    bool fits = before + n <= limit;
+    if (fits) {
+      s->next = h->cache[n];
+      h->cache[n] = s;
+      h->cache_slices += n;
+    }
+    cache_unlock(h);
+    if (fits) {
+      /* the purge thread returns the cache if we idle */
+      if (before == 0) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
+      return;
+    }
   }
   hz_arena_free_span(s);
 }
@@ -319,22 +352,63 @@ void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
 }
 
 /* ---- collection, thread exit, adoption ---- */
-static void heap_flush_cache(hz_heap_t *h, bool all) {
+/* Takes the cached spans (all, or those kept past the purge delay) off the
+ * heap's cache and onto *out. */
+static void cache_take_expired_locked(hz_heap_t *h, bool all, hz_span_t **out) {
   uint64_t now = hz_os_now_ms();
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
-  for (size_t n = 1; n <= HZ_LARGE_MAX_SLICES; n++) {
+  for (size_t n = 1; n <= HZ_LARGE_MAX_SLICES && h->cache_slices; n++) {
     hz_span_t **link = &h->cache[n];
     while (*link) {
       hz_span_t *s = *link;
       if (all || (delay >= 0 && now - s->cached_at >= (uint64_t)delay)) {
         *link = s->next;
         h->cache_slices -= n;
-        hz_arena_free_span(s);
+        s->next = *out;
+        *out = s;
       } else {
         link = &s->next;
       }
     }
   }
+}
+
+static void spans_free(hz_span_t *s) {
+  for (hz_span_t *next; s != NULL; s = next) {
+    next = s->next;
+    hz_arena_free_span(s);
+  }
+}
+
+static void heap_flush_cache(hz_heap_t *h, bool all) {
+  hz_span_t *out = NULL;
+  cache_lock(h);
+  cache_take_expired_locked(h, all, &out);
+  cache_unlock(h);
+  spans_free(out);
+}
+
+/* The purge thread: spans that threads have kept in their caches past the
+ * purge delay go back to the pools (so an idle thread's cache is returned
+ * too). It never waits for a cache: a busy owner is not idle. */
+void hz_heaps_trim_caches(void) {
+  hz_span_t *out = NULL;
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
+    if (!__atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) continue;
+    if (atomic_exchange_explicit(&h->cache_lock, 1, memory_order_acquire)) continue;
+    cache_take_expired_locked(h, false, &out);
+    cache_unlock(h);
+  }
+  spans_free(out);
+}
+
+/* Whether some heap still caches spans (the purge thread keeps running).
+ * Racy reads: a thread that caches into an empty cache raises
+ * hz_purge_pending afterwards, which the purge thread reads last. */
+bool hz_heaps_cache_left(void) {
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all)
+    if (__atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) return true;
+  return false;
 }
 
 /* Spans that still hold a live block can't go back to the pool, but the
@@ -438,6 +512,13 @@ void hz_heap_fork_child(void) {
   else if (hz_heaps_lock.holder == &hz_lock_me) return;
   hz_heap_t *mine = hz_tls_heap, *abandoned = NULL;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
+    /* a span cache locked by a lost thread (its owner or the purge thread)
+     * may be torn: its spans are lost to the child */
+    if ((h != mine || !h->busy) && atomic_load_explicit(&h->cache_lock, memory_order_relaxed)) {
+      memset(h->cache, 0, sizeof h->cache);
+      h->cache_slices = 0;
+      cache_unlock(h);
+    }
     if (h == mine) continue;
     h->live = false;
     if (h->busy) continue;

@@ -235,6 +235,7 @@ typedef struct hz_heap_s {
   uint32_t outbox_used;                 /* outboxes holding blocks */
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
+  _Atomic int cache_lock;               /* owner's slow paths and the purge thread */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
@@ -322,6 +323,8 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
+void hz_heaps_trim_caches(void);
+bool hz_heaps_cache_left(void);
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);

@@ -32,7 +32,8 @@ static void *purge_thread_main(void *arg) {
     hz_arena_purge(false);
     bool huge_left = hz_huge_purge(false);
     hz_heaps_collect_abandoned();
-    if (delay > 0 && (hz_arena_dirty() || huge_left)) continue;
+    hz_heaps_trim_caches();
+    if (delay > 0 && (hz_arena_dirty() || huge_left || hz_heaps_cache_left())) continue;
     /* Memory that began to wait after the checks above was left to us by
      * its freer (it saw us running): look once more after going idle. */
     atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 static hz_stats_t get(void) {
   hz_stats_t s;
@@ -119,6 +120,33 @@ static void test_counters(void) {
   pthread_barrier_destroy(&bar);
 }
 
+/* A thread that frees and then makes no call keeps nothing for long: its
+ * span cache goes back within a few purge delays (100 ms), by the purge
+ * thread. Polls for up to 10 s (the machine may be loaded). */
+static void test_idle(void) {
+  enum { M = 64 };
+  static void *b[M];
+  malloc_trim(0);
+  hz_stats_t s0 = get();
+  for (int i = 0; i < M; i++) {
+    b[i] = malloc(64 * KiB);
+    if (CHECK(b[i])) memset(b[i], 1, 64 * KiB);
+  }
+  hz_stats_t s1 = get();
+  for (int i = 0; i < M; i++) free(b[i]);
+  uint64_t limit = s0.bytes_committed + 1 * MiB, now = s1.bytes_committed;
+  for (int t = 0; t < 200 && now > limit; t++) {
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    hz_stats_t s = {.version = HZ_STATS_VERSION, .size = sizeof s};
+    hz_stats_get(&s);
+    now = s.bytes_committed;
+  }
+  CHECKF(now <= limit, "bytes_committed %llu KiB, %llu KiB with 4 MiB live, still %llu KiB 10 s after freeing it",
+         (unsigned long long)s0.bytes_committed / 1024, (unsigned long long)s1.bytes_committed / 1024,
+         (unsigned long long)now / 1024);
+}
+
 /* Free a large working set; malloc_trim(0) returns and bytes_committed
  * drops by at least half of it. */
 static void test_trim(void) {
@@ -186,6 +214,7 @@ TEST_MAIN() {
     free(buf);
     return 0;
   }
+  test_idle();
   test_counters();
   test_trim();
   test_text();
