@@ -39,6 +39,9 @@ DEFAULT_ALLOCS = ["hakozuna", "hakozuna-nocheck", "glibc", "mimalloc", "tcmalloc
 # Our own builds: never "peers". hakozuna-nocheck is the same library with the
 # misuse checks compiled out (`make lib-nocheck`), run only to show their cost.
 OURS = {"hakozuna": "libhakozuna.so", "hakozuna-nocheck": "libhakozuna-nocheck.so"}
+# redis-server and redis-benchmark built from Debian's source package with
+# libc malloc (bench/build-redis.sh), set by ensure_servers.
+REDIS = {}
 RUNS = {"quick": 1, "default": 3, "full": 5}
 
 
@@ -340,10 +343,10 @@ def malloc_binding(ld_dir, binary):
 def server_cmd(case, port):
     a = case.args
     if case.kind == "redis":
-        server = [shutil.which("redis-server"), "--port", port, "--bind", "127.0.0.1",
+        server = [REDIS["server"], "--port", port, "--bind", "127.0.0.1",
                   "--save", "", "--appendonly", "no", "--daemonize", "no",
                   "--protected-mode", "no", "--loglevel", "warning"]
-        client = [shutil.which("redis-benchmark"), "-h", "127.0.0.1", "-p", port,
+        client = [REDIS["benchmark"], "-h", "127.0.0.1", "-p", port,
                   "-n", a["requests"], "-c", a["clients"], "-P", a["pipeline"],
                   "-d", a["data"], "-r", a["keyspace"], "-t", a["tests"], "--csv"]
         return server, client, b"PING\r\n", b"PONG"
@@ -500,7 +503,8 @@ def machine_info():
         "memory": mem,
         "compiler": sh(["cc", "--version"]).split("\n")[0],
         "python": platform.python_version(),
-        "redis": sh(["redis-server", "--version"]),
+        "redis": (sh([REDIS["server"], "--version"]) + " (Debian source "
+                  + REDIS["version"] + ", MALLOC=libc)") if REDIS else "",
         "memcached": sh(["memcached", "-V"]),
         "valgrind": sh(["valgrind", "--version"]),
     }
@@ -656,12 +660,31 @@ def metric_dict(m):
     return d
 
 
-def ensure_servers(benches):
+def ensure_redis(build):
+    """Builds (once, cached in BUILD/redis-libc) redis with libc malloc; False if it can't."""
+    out = os.path.join(build, "redis-libc")
+    if not os.path.exists(os.path.join(out, "redis-server")):
+        say("building redis-server from Debian's source package with MALLOC=libc "
+            "(bench/build-redis.sh, once) ...")
+    r = subprocess.run([os.path.join(HERE, "build-redis.sh"), out], capture_output=True, text=True)
+    if r.returncode != 0:
+        say(f"skip redis_server: {(r.stderr or r.stdout).strip()[-300:]}")
+        return False
+    REDIS.update(server=os.path.join(out, "redis-server"),
+                 benchmark=os.path.join(out, "redis-benchmark"),
+                 version=open(os.path.join(out, "version")).read().strip())
+    return True
+
+
+def ensure_servers(benches, build):
     """Drops the server benchmarks whose programs are missing (installing them when possible)."""
     keep = []
     for b in benches:
         kind = {"redis_server": "redis", "memcached": "memcached"}.get(b.name)
-        if kind:
+        if kind == "redis":
+            if not ensure_redis(build):
+                continue
+        elif kind:
             if not need(kind):
                 say(f"skip {b.name}: {kind} is not available")
                 continue
@@ -888,7 +911,7 @@ def main(argv=None):
     if not allocs:
         raise SystemExit("no allocator to measure")
     if not args.instructions:
-        benches = ensure_servers(benches)
+        benches = ensure_servers(benches, build)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = os.path.abspath(args.out or os.path.join(
         build, "bench", stamp + ("-instructions" if args.instructions else "")))

@@ -250,8 +250,9 @@ BENCHES = [
           "(70/20/5/5 of those). 10000 ops per cycle.",
           Metric("mops", "Mops/s"), [], redis_like_cases),
     server_bench("redis_server", "redis-server under redis-benchmark",
-          "redis-server with the allocator preloaded into the server (glibc: libc.so.6 "
-          "preloaded, since Debian links redis with jemalloc); redis-benchmark sends "
+          "redis-server built from Debian's source package with MALLOC=libc "
+          "(bench/build-redis.sh; Debian's own binary links jemalloc), the allocator "
+          "preloaded into the server; redis-benchmark sends "
           "SET/GET/LPUSH/LPOP with 50 clients, pipeline 16, 128-byte values, 100000 keys.",
           Metric("p99_ms", "p99 ms", higher_better=False, fmt="{:.3g}"), redis_server_cases),
     server_bench("memcached", "memcached under bench/mc_client",

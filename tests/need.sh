@@ -24,7 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
 CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan tsan fuzzer valgrind
-      cpython-tests redis memcached matplotlib mimalloc tcmalloc jemalloc)
+      cpython-tests redis redis-source memcached matplotlib mimalloc tcmalloc jemalloc)
 
 declare -A WHY=(
   [cc]="the C compiler, for the library and the tests"
@@ -45,6 +45,7 @@ declare -A WHY=(
   [valgrind]="make test-valgrind and make bench-instructions"
   [cpython-tests]="tests/programs/heavy python: CPython's regression test modules"
   [redis]="tests/programs/heavy redis and the redis benchmark: redis-server, redis-benchmark"
+  [redis-source]="the redis benchmark: redis built from Debian's source package (bench/build-redis.sh)"
   [memcached]="tests/programs/heavy memcached and the memcached benchmark"
   [matplotlib]="make bench: the charts"
   [mimalloc]="make bench: the mimalloc peer"
@@ -120,6 +121,8 @@ pkgs_cpython-tests() {
 }
 cap_redis() { redis-server --version >/dev/null 2>&1 && redis-benchmark --version >/dev/null 2>&1; }
 pkgs_redis() { echo redis-server redis-tools; }
+cap_redis-source() { has dpkg-source; }
+pkgs_redis-source() { echo dpkg-dev; }
 cap_memcached() { memcached -V >/dev/null 2>&1 || memcached -h >/dev/null 2>&1; }
 pkgs_memcached() { echo memcached; }
 cap_matplotlib() { "$SYS_PY" -c 'import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot' >/dev/null 2>&1; }
