@@ -195,9 +195,12 @@ static void realloc_done(rec_t *r, void *p, size_t n, const char *what) {
     adopt(r, p, n, 16, false, what);
     return;
   }
-  /* kept in place: same usable size, which must still be enough */
-  EXPECT(hz_usable_size(p) == r->usable && r->usable >= n, "%s(%zu -> %zu) in place: usable %zu, was %zu", what,
-         r->req, n, hz_usable_size(p), r->usable);
+  /* kept in place: same usable size, which must still be enough, or a
+   * large block grown into its span: then just what hz_good_size says */
+  size_t u = hz_usable_size(p);
+  EXPECT(u >= n && (u == r->usable || (n > r->usable && u == hz_good_size(n))),
+         "%s(%zu -> %zu) in place: usable %zu, was %zu", what, r->req, n, u, r->usable);
+  r->usable = u;
   r->req = n;
   r->id = atomic_fetch_add(&next_id, 1);
   r->zeroed = false;
