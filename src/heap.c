@@ -188,8 +188,8 @@ static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
   cache_lock(h);
   hz_span_t *s = h->cache[slices];
   if (s != NULL) {
-    h->cache[slices] = s->next;
-    h->cache_slices -= slices;
+    __atomic_store_n(&h->cache[slices], s->next, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->cache_slices, h->cache_slices - slices, __ATOMIC_RELAXED);
   }
   cache_unlock(h);
   return s;
@@ -207,7 +207,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     return s;
   }
   s = hz_arena_alloc_span(h->arena, slices, align);
-  if (s == NULL && h->cache_slices) {
+  if (s == NULL && __atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
@@ -235,8 +235,8 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
     bool fits = before + n <= limit;
     if (fits) {
       s->next = h->cache[n];
-      h->cache[n] = s;
-      h->cache_slices += n;
+      __atomic_store_n(&h->cache[n], s, __ATOMIC_RELAXED);
+      __atomic_store_n(&h->cache_slices, before + n, __ATOMIC_RELAXED);
     }
     cache_unlock(h);
     if (fits) {
@@ -362,8 +362,8 @@ static void cache_take_expired_locked(hz_heap_t *h, bool all, hz_span_t **out) {
     while (*link) {
       hz_span_t *s = *link;
       if (all || (delay >= 0 && now - s->cached_at >= (uint64_t)delay)) {
-        *link = s->next;
-        h->cache_slices -= n;
+        __atomic_store_n(link, s->next, __ATOMIC_RELAXED); /* read unlocked (peeks) */
+        __atomic_store_n(&h->cache_slices, h->cache_slices - n, __ATOMIC_RELAXED);
         s->next = *out;
         *out = s;
       } else {
