@@ -660,10 +660,15 @@ def metric_dict(m):
     return d
 
 
-def ensure_redis(build):
-    """Builds (once, cached in BUILD/redis-libc) redis with libc malloc; False if it can't."""
+def ensure_redis(build, quick):
+    """Builds (once, cached in BUILD/redis-libc) redis with libc malloc; False if it can't.
+    A quick run does not build it (minutes on two cores) but uses a cached one."""
     out = os.path.join(build, "redis-libc")
     if not os.path.exists(os.path.join(out, "redis-server")):
+        if quick:
+            say("skip redis_server: a quick run does not build redis (`make bench` builds it once "
+                "into build/redis-libc, later quick runs use it)")
+            return False
         say("building redis-server from Debian's source package with MALLOC=libc "
             "(bench/build-redis.sh, once) ...")
     r = subprocess.run([os.path.join(HERE, "build-redis.sh"), out], capture_output=True, text=True)
@@ -676,13 +681,13 @@ def ensure_redis(build):
     return True
 
 
-def ensure_servers(benches, build):
+def ensure_servers(benches, build, quick=False):
     """Drops the server benchmarks whose programs are missing (installing them when possible)."""
     keep = []
     for b in benches:
         kind = {"redis_server": "redis", "memcached": "memcached"}.get(b.name)
         if kind == "redis":
-            if not ensure_redis(build):
+            if not ensure_redis(build, quick):
                 continue
         elif kind:
             if not need(kind):
@@ -911,7 +916,7 @@ def main(argv=None):
     if not allocs:
         raise SystemExit("no allocator to measure")
     if not args.instructions:
-        benches = ensure_servers(benches, build)
+        benches = ensure_servers(benches, build, cfg.mode == "quick")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = os.path.abspath(args.out or os.path.join(
         build, "bench", stamp + ("-instructions" if args.instructions else "")))
