@@ -80,6 +80,11 @@ typedef enum hz_option_e {
   HZ_OPTION_HUGE_CACHE,       /* MiB of freed huge blocks kept for reuse */
   HZ_OPTION_CHECK,            /* on misuse: 1 report and abort (default), 0 report and go on */
   HZ_OPTION_STATS_FILE,       /* string: the exit report goes to this file (%p: pid) */
+  HZ_OPTION_PROFILE,          /* sample allocations; write a heap profile at exit */
+  HZ_OPTION_PROFILE_RATE,     /* mean bytes allocated between two samples */
+  HZ_OPTION_PROFILE_FILE,     /* string: where the exit profile goes (%p: pid) */
+  HZ_OPTION_PROFILE_SEED,     /* 0: random sampling; else a fixed seed (reproducible runs) */
+  HZ_OPTION_LEAKS,            /* sample allocations; report those still live at exit */
   HZ_OPTION_COUNT
 } hz_option_t;
 
@@ -95,6 +100,13 @@ const char *hz_option_name(hz_option_t option);        /* e.g. "purge_delay" */
 const char *hz_option_description(hz_option_t option);
 /* The whole option table as a Markdown table (the README's list). */
 void hz_options_markdown(FILE *out);
+
+/* ---- Heap profile (HAKOZUNA_PROFILE; see docs/profiling.md) ----
+ * Writes the sampled profile to `path` (a pprof file, gzip'd protobuf),
+ * beside it the collapsed stacks (path without .pb.gz, plus .folded) and a
+ * top table (.txt). NULL: HAKOZUNA_PROFILE_FILE. Returns 0 on success, -1
+ * with errno set otherwise. */
+int hz_profile_dump(const char *path);
 
 /* ---- Statistics ---- */
 #define HZ_STATS_VERSION 2

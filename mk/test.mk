@@ -33,7 +33,8 @@ TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
-                 options/options options/stats stats/report link/link-shared \
+                 options/options options/stats stats/report profile/profile profile/profile-checked \
+                 link/link-shared \
                  link/link-archive link/link-object link/link-static \
                  init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect)
 
@@ -86,6 +87,12 @@ $(TEST_DIR)/options/%: tests/options/%.c $(TEST_HDRS) $(LIB_SO)
 $(TEST_DIR)/stats/%: tests/stats/%.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+$(TEST_DIR)/profile/profile: tests/profile/profile.c $(TEST_HDRS) $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+$(TEST_DIR)/profile/profile-checked: tests/profile/profile.c $(TEST_HDRS) $(LIB_CHECKED)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
 $(TEST_DIR)/link/link-shared: tests/link/link.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna

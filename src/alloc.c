@@ -33,7 +33,7 @@ static inline void *alloc_class(uint32_t c, size_t request) {
     s->free = hz_next_decode(b, b->next);
     s->used++;
     if (!HZ_NOCHECK) b->tag = 0;
-    h->n.malloc[c]++;
+    if (hz_unlikely(--h->n.sample_left[c] < 0)) return hz_profile_small(h, c, b, request);
   } else if ((b = refill(h, c)) == NULL) {
     return NULL;
   }
@@ -53,6 +53,10 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
   hz_init();
+  if (hz_unlikely(hz_profile_rate() != 0) && (p = hz_profile_big(n, align, &zeroed)) != NULL) {
+    if (zero && !zeroed) memset(p, 0, n);
+    return p;
+  }
   if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
   else p = hz_huge_alloc(n, align, &zeroed);
   if (p != NULL && zero && !zeroed) memset(p, 0, n);
@@ -81,8 +85,12 @@ static hz_noinline void *alloc_aligned(size_t align, size_t n) {
 static hz_noinline void free_rare(void *p, const char *fn) {
   if (p == NULL) return;
   uint8_t m = hz_segmap_get(p);
-  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) hz_huge_free(p, fn);
-  else hz_check_span_ptr(p, fn); /* reports */
+  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) {
+    if (atomic_load_explicit(&hz_profile_huge_live, memory_order_relaxed)) hz_profile_huge_free(p);
+    hz_huge_free(p, fn);
+  } else {
+    hz_check_span_ptr(p, fn); /* reports */
+  }
   hz_purge_poll();
 }
 
@@ -94,6 +102,7 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
 #if HZ_CHECKED
   if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
 #endif
+  if (s->sample) hz_profile_free(s);
   hz_init(); /* a thread that only frees gets a heap (after a fork, start-up may rerun) */
   hz_remote_free(h, s, b);
 }

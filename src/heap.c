@@ -285,7 +285,7 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->free = hz_next_decode(b, b->next);
   s->used++;
   if (!HZ_NOCHECK) b->tag = 0;
-  h->n.malloc[c]++;
+  h->n.sample_left[c]--; /* below 0: the next fast-path malloc samples (profile.c) */
   return b;
 }
 
@@ -326,13 +326,17 @@ oom:
 }
 
 /* ---- free slow path: a span became empty, or was full ---- */
+static hz_noinline void span_free_large(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+  if (s->sample) hz_profile_free(s); /* a sampled block (profile.c); remote frees cleared it */
+  h->n.large_frees++;
+  if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
+  h->n.large_bytes -= s->block_size;
+  heap_retire_span(h, s, may_cache);
+}
+
 static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_LARGE) {
-    h->n.large_frees++;
-    if (HZ_LARGE_GUARD)
-      hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
-    h->n.large_bytes -= s->block_size;
-    heap_retire_span(h, s, may_cache);
+    span_free_large(h, s, may_cache);
     return;
   }
   if (s->unlisted) list_push(h, s);

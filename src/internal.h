@@ -12,6 +12,8 @@
  *   init.c     process start-up and fork
  *   stats.c    counters, report, JSON
  *   check.c    misuse reports and the checked build's extra checks
+ *   profile.c  the sampling heap profiler and leak report
+ *   pprof.c    its outputs: symbols, pprof (protobuf + gzip), folded stacks, top table
  *   alloc.c    the fast paths and the public/overriding API
  *   override_cxx.c  C++ operator new/delete
  */
@@ -141,6 +143,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   uint32_t carved;              /* blocks put on free lists so far */
   struct hz_span_s *next, *prev; /* class list or cache list */
   uint64_t cached_at;           /* ms, while in a heap's span cache */
+  struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
 } hz_span_t;
 _Static_assert(sizeof(hz_span_t) == 128, "span descriptors are two cache lines");
 
@@ -214,7 +217,10 @@ typedef struct hz_outbox_s {
 
 /* Frees of small blocks are not counted on the fast path: stats derive them
  * from mallocs and the blocks still in use in spans. */
+/* Small mallocs count down sample_left, which the profiler keeps armed
+ * (profile.c): a class's mallocs are malloc[c] - sample_left[c]. */
 typedef struct hz_heap_counters_s {
+  int64_t sample_left[HZ_NCLASS];        /* mallocs of the class before the next sampled one */
   uint64_t malloc[HZ_NCLASS + 1];
   uint64_t large_frees;
   uint64_t remote_free[HZ_NCLASS + 1];
@@ -241,6 +247,7 @@ typedef struct hz_heap_s {
   bool live;                            /* owned by a running thread */
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
+  long sample_rate;                     /* profiler rate sample_left is armed for; 0 idle */
 } hz_heap_t;
 
 /* Heaps lie side by side in the metadata chunks (heap.c), this far apart:
@@ -281,6 +288,10 @@ void hz_os_thread_key_set(pthread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
 int hz_os_thread_start(void *(*fn)(void *));
 void hz_os_thread_name(const char *name);
+const void *hz_os_map_file(const char *path, size_t *size); /* read-only; NULL on failure */
+void hz_os_unmap_file(const void *p, size_t size); /* (not counted as memory returned) */
+bool hz_os_cwd(char *buf, size_t size);
+void hz_os_close(int fd);
 
 /* ---- options.c ---- */
 extern long hz_options[HZ_OPTION_COUNT];
@@ -445,5 +456,35 @@ static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   l->holder = NULL;
   return true;
 }
+
+/* ---- profile.c ---- */
+/* Sampling is on (HAKOZUNA_PROFILE or HAKOZUNA_LEAKS): the mean gap in bytes. */
+static inline long hz_profile_rate(void) {
+  return hz_opt(HZ_OPTION_PROFILE) || hz_opt(HZ_OPTION_LEAKS) ? hz_opt(HZ_OPTION_PROFILE_RATE) : 0;
+}
+/* A small malloc ran its class's countdown below zero: b is the block it
+ * got; returns what the malloc returns (b, after the checked build's
+ * hook, or a sampled block in its place). */
+void *hz_profile_small(hz_heap_t *h, uint32_t cls, hz_block_t *b, size_t request);
+void hz_profile_arm(hz_heap_t *h);
+/* Large and huge mallocs: a sampled block, or NULL to allocate as usual. */
+void *hz_profile_big(size_t size, size_t align, bool *zeroed);
+void hz_profile_free(hz_span_t *s);  /* s->sample is set */
+void hz_profile_huge_free(const void *p);
+extern _Atomic long hz_profile_huge_live; /* sampled huge blocks live */
+void hz_profile_option_changed(void);
+
+/* ---- pprof.c ---- */
+#define HZ_PROF_DEPTH 64
+/* One stack's estimates (pc[0] the caller of malloc, return addresses). */
+typedef struct hz_prof_site_s {
+  const uintptr_t *pc;
+  uint32_t depth;
+  double alloc_n, alloc_b, live_n, live_b; /* estimated blocks and bytes */
+  double live_s;                           /* live sampled blocks */
+} hz_prof_site_t;
+int hz_pprof_write(const char *path, const hz_prof_site_t *sites, size_t n, long rate);
+void hz_pprof_leaks(int fd, const hz_prof_site_t *sites, size_t n, long rate);
+
 
 #endif /* HZ_INTERNAL_H */

@@ -36,6 +36,17 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                        "on a detected misuse (double/invalid free): 1 report and abort, 0 report, leak the block, go on"},
   [HZ_OPTION_STATS_FILE] = {"stats_file", 0, 0, 1, "path",
                             "write the exit report to this file instead of stderr (implies stats; %p: the pid)", ""},
+  [HZ_OPTION_PROFILE] = {"profile", 0, 0, 1, "bool",
+                         "sample allocations and write a heap profile at exit (docs/profiling.md)"},
+  [HZ_OPTION_PROFILE_RATE] = {"profile_rate", 524288, 1, 1L << 30, "bytes",
+                              "mean bytes allocated between two samples (exponentially distributed gaps)"},
+  [HZ_OPTION_PROFILE_FILE] = {"profile_file", 0, 0, 1, "path",
+                              "the exit profile (pprof; .folded and .txt beside it; %p: the pid)",
+                              "hakozuna-%p.pb.gz"},
+  [HZ_OPTION_PROFILE_SEED] = {"profile_seed", 0, 0, 1L << 30, "seed",
+                              "0: random sample points; else this seed, so that a run can be repeated"},
+  [HZ_OPTION_LEAKS] = {"leaks", 0, 0, 1, "bool",
+                       "sample allocations and print those still live at exit, by stack (a sampled leak report)"},
 };
 
 long hz_options[HZ_OPTION_COUNT];
@@ -126,6 +137,7 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
   const hz_option_desc_t *d = &hz_option_table[o];
   if (hz_option_is_string(o) || value < d->min || value > d->max) { errno = EINVAL; return -1; }
   hz_options[o] = value;
+  if (o == HZ_OPTION_PROFILE || o == HZ_OPTION_PROFILE_RATE || o == HZ_OPTION_LEAKS) hz_profile_option_changed();
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -254,5 +255,37 @@ int hz_os_thread_start(void *(*fn)(void *)) {
 void hz_os_thread_name(const char *name) {
   int errno_saved = errno;
   pthread_setname_np(pthread_self(), name);
+  errno = errno_saved;
+}
+
+/* A whole file mapped read-only (the profiler reads ELF symbol tables). */
+const void *hz_os_map_file(const char *path, size_t *size) {
+  int errno_saved = errno;
+  const void *p = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
+    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) p = NULL;
+    else *size = (size_t)st.st_size;
+  }
+  if (fd >= 0) close(fd);
+  errno = errno_saved;
+  return p;
+}
+
+void hz_os_unmap_file(const void *p, size_t size) { os_unmap((void *)p, size); }
+
+/* The working directory, for paths the program gave relative to it. */
+bool hz_os_cwd(char *buf, size_t size) {
+  int errno_saved = errno;
+  bool ok = getcwd(buf, size) != NULL;
+  errno = errno_saved;
+  return ok;
+}
+
+void hz_os_close(int fd) {
+  int errno_saved = errno;
+  close(fd);
   errno = errno_saved;
 }

@@ -84,7 +84,7 @@ static int stats_get(hz_stats_t *out) {
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     out->thread_count += h->live;
     for (int c = 0; c < HZ_NCLASS; c++) {
-      cs[c].mallocs += h->n.malloc[c];
+      cs[c].mallocs += h->n.malloc[c] - (uint64_t)h->n.sample_left[c];
       cs[c].remote_frees += h->n.remote_free[c];
       cs[c].refills += h->n.refill[c];
       cs[c].peak += h->n.span_blocks_peak[c];

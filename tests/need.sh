@@ -24,7 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
 CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan tsan fuzzer valgrind
-      cpython-tests redis redis-source memcached matplotlib mimalloc tcmalloc jemalloc)
+      cpython-tests redis redis-source memcached matplotlib go-pprof mimalloc tcmalloc jemalloc)
 
 declare -A WHY=(
   [cc]="the C compiler, for the library and the tests"
@@ -47,7 +47,8 @@ declare -A WHY=(
   [redis]="tests/programs/heavy redis: redis-server, redis-benchmark"
   [redis-source]="the redis benchmark: redis built from Debian's source package (bench/build-redis.sh)"
   [memcached]="tests/programs/heavy memcached and the memcached benchmark"
-  [matplotlib]="make bench: the charts"
+  [matplotlib]="make bench: the charts; tests/profile: tools/flamegraph.py"
+  [go-pprof]="tests/profile: go tool pprof reads the heap profile"
   [mimalloc]="make bench: the mimalloc peer"
   [tcmalloc]="make bench: the tcmalloc peer"
   [jemalloc]="make bench: the jemalloc peer"
@@ -127,6 +128,9 @@ cap_memcached() { memcached -V >/dev/null 2>&1 || memcached -h >/dev/null 2>&1; 
 pkgs_memcached() { echo memcached; }
 cap_matplotlib() { "$SYS_PY" -c 'import matplotlib; matplotlib.use("Agg"); import matplotlib.pyplot' >/dev/null 2>&1; }
 pkgs_matplotlib() { echo python3-matplotlib; }
+# Go from go.dev in /usr/local/go, or Debian's golang-go: either pprof reads the files.
+cap_go-pprof() { PATH=$PATH:/usr/local/go/bin go tool -n pprof >/dev/null 2>&1; }
+pkgs_go-pprof() { echo golang-go; }
 cap_mimalloc() { has_lib libmimalloc.so.2; }
 pkgs_mimalloc() { echo libmimalloc2.0; }
 cap_tcmalloc() { has_lib libtcmalloc_minimal.so.4; }

@@ -140,6 +140,8 @@ else
   t options/env 60 - hakozuna "$root/tests/options/env.sh"
   t options/json 300 - hakozuna "$root/tests/options/json.sh"
   t stats/report 120 - hakozuna "$root/tests/stats/report.sh"
+  t profile/profile 300 - hakozuna "$root/tests/profile/run.sh"
+  t "profile/profile [checked]" 300 - hakozuna-checked "$root/tests/profile/run.sh" "$B/profile/profile-checked"
   # These run the programs with and without LD_PRELOAD=$HZ_LIB themselves.
   for prog in python sort gcc git sqlite; do
     t "programs/$prog" 300 - hakozuna "$root/tests/programs/programs.sh" "$prog"

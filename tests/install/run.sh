@@ -163,6 +163,11 @@ for hz in $launchers; do
 	check "$where: run without --stats: nothing on stderr" \
 		sh -c "! '$hz' run -- '$tmp/probe' 2>&1 >/dev/null | grep -q ."
 	check "$where: run --stats passes the exit status" sh -c "'$hz' run --stats -- sh -c 'exit 3'; [ \$? = 3 ]"
+	rm -f "$tmp"/prof-*
+	check "$where: run --profile FILE writes the profile, %p the pid" \
+		sh -c "'$hz' run --profile '$tmp/prof-%p.pb.gz' -- '$tmp/probe' && ls '$tmp'/prof-*.pb.gz '$tmp'/prof-*.txt"
+	check "$where: run --leaks: a sampled leak report on stderr" \
+		sh -c "'$hz' run --leaks -- '$tmp/probe' 2>&1 >/dev/null | grep -q 'SAMPLED leak report'"
 	for bad in "run" "run --option novalue -- true" "run --bogus -- true" "frobnicate"; do
 		# shellcheck disable=SC2086 # split on purpose
 		check "$where: 'hakozuna $bad' is an error" sh -c "'$hz' $bad; [ \$? = 2 ]"

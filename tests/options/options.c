@@ -21,7 +21,8 @@ static int by_name(const char *name) {
 static void test_table(void) {
   static const char *const expected[] = {
       "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
-      "thread_cache", "huge_cache", "check", "stats_file"};
+      "thread_cache", "huge_cache", "check", "stats_file", "profile", "profile_rate",
+      "profile_file", "profile_seed", "leaks"};
   CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     hz_option_t o = (hz_option_t)i;
@@ -98,6 +99,8 @@ static void test_string(void) {
   CHECK(hz_option_set_string(HZ_OPTION_PURGE_DELAY, "1") == -1 && errno == EINVAL);
   errno = 0;
   CHECK(hz_option_set_string(HZ_OPTION_COUNT, "x") == -1 && errno == EINVAL);
+  const char *prof = hz_option_get_string(HZ_OPTION_PROFILE_FILE);
+  CHECKF(prof && strcmp(prof, "hakozuna-%p.pb.gz") == 0, "profile_file is \"%s\" by default", prof ? prof : "(null)");
 }
 
 TEST_MAIN() {

@@ -80,6 +80,9 @@ pub mod sys {
         /// With a null `out`: to the output hook, or stderr.
         pub fn hz_stats_print(out: *mut c_void);
         pub fn hz_stats_json(buf: *mut u8, len: usize) -> usize;
+        /// Writes the heap profile (pprof) to `path`, a NUL-terminated path
+        /// (NULL: `HAKOZUNA_PROFILE_FILE`); 0 on success (docs/profiling.md).
+        pub fn hz_profile_dump(path: *const u8) -> i32;
         pub fn hz_set_output(f: Option<OutputFn>, arg: *mut c_void);
         pub fn hz_set_error(f: Option<OutputFn>, arg: *mut c_void);
     }
@@ -236,10 +239,20 @@ pub enum Opt {
     Check,
     /// string: the exit report goes to this file (%p: pid)
     StatsFile,
+    /// sample allocations; write a heap profile at exit
+    Profile,
+    /// mean bytes allocated between two samples
+    ProfileRate,
+    /// string: where the exit profile goes (%p: pid)
+    ProfileFile,
+    /// 0: random sampling; else a fixed seed (reproducible runs)
+    ProfileSeed,
+    /// sample allocations; report those still live at exit
+    Leaks,
 }
 
 /// All options, in the order of `hz_option_t`.
-pub const OPTIONS: [Opt; 10] = [
+pub const OPTIONS: [Opt; 15] = [
     Opt::Verbose,
     Opt::Stats,
     Opt::PurgeDelay,
@@ -250,6 +263,11 @@ pub const OPTIONS: [Opt; 10] = [
     Opt::HugeCache,
     Opt::Check,
     Opt::StatsFile,
+    Opt::Profile,
+    Opt::ProfileRate,
+    Opt::ProfileFile,
+    Opt::ProfileSeed,
+    Opt::Leaks,
 ];
 
 /// An option value the allocator refused (out of range, a string for a
