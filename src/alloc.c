@@ -107,7 +107,7 @@ static inline void dealloc(void *p, const char *fn) {
   }
   hz_span_t *s = hz_span_of(p);
   hz_block_t *b = p;
-  if (!HZ_NOCHECK && hz_unlikely(hz_span_misaligned(s, a) || b->tag == hz_free_tag(b))) {
+  if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || b->tag == hz_free_tag(b))) {
     hz_check_span_ptr(p, fn);
     return;
   }

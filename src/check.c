@@ -104,6 +104,16 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
     else hz_misuse_foreign(p, fn);
     return NULL;
   }
+  if (a >= s->start && a - s->start >= s->limit) {
+    /* no block was ever handed out here */
+    if (a - s->start >= (uintptr_t)s->capacity * s->block_size)
+      misuse("%s(): invalid pointer %p (in the tail of a span of %zu-byte blocks, past its last block)", fn, p,
+             (size_t)s->block_size - HZ_CANARY_SIZE);
+    else
+      misuse("%s(): invalid pointer %p (in a span of %zu-byte blocks, where no block was handed out yet)", fn, p,
+             (size_t)s->block_size - HZ_CANARY_SIZE);
+    return NULL;
+  }
   if (a < s->start || hz_span_misaligned(s, a)) {
     uintptr_t off = a >= s->start ? a - s->start : 0;
     hz_misuse_interior(p, (void *)(s->start + off / s->block_size * s->block_size), s->block_size - HZ_CANARY_SIZE, fn);

@@ -142,6 +142,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->recip = hz_class_recip[c];
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
+  s->limit = 0;
   s->used = 0;
   s->free = NULL;
   class_blocks_add(h, c, s->capacity);
@@ -167,6 +168,7 @@ static void span_carve(hz_span_t *s) {
   }
   s->free = next;
   s->carved += (uint32_t)n;
+  s->limit = (uint64_t)s->carved * bs;
 }
 
 

@@ -128,6 +128,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
   uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */
+  uint64_t limit;               /* carved * block_size: no block starts at or past it */
   uint32_t block_size;
   uint32_t used;                /* blocks handed out and not yet back */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
@@ -137,6 +138,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   uint8_t pinned;               /* the current span of its class: used has +1 */
   uint16_t slice_count;
   uint16_t slice_index;
+  /* Slow-path fields. */
   uint32_t capacity;            /* blocks that fit */
   uint32_t carved;              /* blocks put on free lists so far */
   struct hz_span_s *next, *prev; /* class list or cache list */
@@ -193,6 +195,14 @@ static inline uint64_t hz_recip(size_t block_size) { return UINT64_MAX / block_s
 static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
   uint64_t off = p - s->start;
   return off * s->recip >= s->recip;
+}
+/* The fast path's pointer check: p is a block start below the span's carved
+ * limit. One compare more than the divisibility test refuses pointers into
+ * memory never handed out (the not-yet-carved part, the tail past the last
+ * whole block); an offset below start wraps and is refused too. */
+static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
+  uint64_t off = p - s->start;
+  return off >= s->limit || off * s->recip >= s->recip;
 }
 
 /* A block goes back on its span's list (owner only); true when the span

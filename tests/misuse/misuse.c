@@ -30,7 +30,7 @@ typedef enum { FN_FREE, FN_REALLOC, FN_USABLE } fn_t;
 static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size"};
 
 /* What the child reports and the message must show. */
-typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT } expect_t;
+typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -101,6 +101,28 @@ static void run_inside(const mcase_t *c) {
   memset(p, 1, c->size);
   char *q = p + ((c->size / 2) & ~(size_t)15);
   report(q, p, c->size);
+  call(c->fn, q);
+}
+
+/* ---- pointers into span memory that never held a block ---- */
+/* 48-byte blocks: a 32 KiB span holds 682 of them and a 32-byte tail that
+ * looks like the start of block 682. */
+static void run_span_tail(const mcase_t *c) {
+  char *p = malloc_fn(40);
+  if (!p) _exit(5);
+  char *q = (char *)((uintptr_t)p & ~(uintptr_t)32767) + 682 * 48;
+  report(q, NULL, 0);
+  call(c->fn, q);
+}
+
+/* 1 KiB blocks are put on the free list four at a time: in a fresh span,
+ * block 20 was never handed out. */
+static void run_span_uncarved(const mcase_t *c) {
+  char *p = NULL;
+  for (int i = 0; i < 200 && (p == NULL || ((uintptr_t)p & 32767) != 0); i++) p = malloc_fn(1000);
+  if (!p || ((uintptr_t)p & 32767) != 0) _exit(5);
+  char *q = p + 20 * 1024;
+  report(q, NULL, 0);
   call(c->fn, q);
 }
 
@@ -250,6 +272,12 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
            name, msg);
     return;
   }
+  if (c->expect == EXPECT_NOBLOCK) {
+    CHECKF(strstr(msg, "where no block was handed out") != NULL ||
+               strstr(msg, "past its last block") != NULL,
+           "%s: stderr \"%s\"", name, msg);
+    return;
+  }
   CHECKF(number_after(msg, "(inside a block of ", &v) && v >= c->size,
          "%s: stderr \"%s\", want (inside a block of >= %zu bytes", name, msg,
          c->size);
@@ -320,6 +348,11 @@ TEST_MAIN() {
       mcase_t c = {"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
       run_case(&c), cases++;
     }
+    mcase_t tail = {"tail of a span past its last block", fn, EXPECT_NOBLOCK, 48, run_span_tail};
+    mcase_t uncarved = {"block of a span never handed out", fn, EXPECT_NOBLOCK, 1024,
+                        run_span_uncarved};
+    run_case(&tail), cases++;
+    run_case(&uncarved), cases++;
   }
   for (int i = 0; i < 4; i++) {
     const mcase_t cs[] = {
