@@ -67,13 +67,18 @@ static inline void *alloc(size_t n) {
 
 /* Small aligned blocks come from a class whose size is a multiple of the
  * alignment: spans start 32 KiB-aligned, so every block of it is aligned. */
+static uint32_t small_class(size_t n, size_t align) {
+  if (n > HZ_SMALL_MAX - HZ_CANARY_SIZE || align > HZ_SLICE_SIZE) return HZ_NCLASS;
+  uint32_t c = hz_class_of(n + HZ_CANARY_SIZE);
+  if (align > 16)
+    while (c < HZ_NCLASS && (hz_class_size(c) & (align - 1)) != 0) c++;
+  return c;
+}
+
 static hz_noinline void *alloc_aligned(size_t align, size_t n) {
   if (align <= 16) return alloc(n);
-  if (align <= HZ_SLICE_SIZE && n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) {
-    uint32_t c = hz_class_of(n + HZ_CANARY_SIZE);
-    while (c < HZ_NCLASS && (hz_class_size(c) & (align - 1)) != 0) c++;
-    if (c < HZ_NCLASS) return alloc_class(c, n);
-  }
+  uint32_t c = small_class(n, align);
+  if (c < HZ_NCLASS) return alloc_class(c, n);
   return alloc_big(n, align, false);
 }
 
@@ -187,6 +192,33 @@ HZ_EXPORT void hz_free_sized(void *p, size_t size) {
   if (p != NULL && size > usable(p, "free_sized"))
     hz_fatal("free_sized(): size %zu is larger than the block %p (%zu bytes)", size, p, usable(p, "free_sized"));
   dealloc(p, "free_sized");
+}
+
+/* C++ sized delete: the size must be the one operator new was given, so it
+ * must lead to the block's class (small), slice count (large), or to a huge
+ * block at least that big. Only the sized forms pay for the check. */
+void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
+  if (p == NULL) return;
+  uint8_t m = hz_segmap_get(p);
+  size_t have = usable(p, fn), want; /* reports a bad pointer */
+  if (have == 0 && m != HZ_MAP_ZERO) return;
+  uint32_t c = small_class(n, align);
+  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL)
+    want = n + HZ_LARGE_GUARD > HZ_LARGE_MAX || align > HZ_LARGE_MAX ? n : SIZE_MAX;
+  else if (m == HZ_MAP_ZERO)
+    want = n == 0 ? 0 : SIZE_MAX;
+  else if (hz_span_of(p)->kind == HZ_SPAN_SMALL)
+    want = c < HZ_NCLASS ? hz_class_size(c) - HZ_CANARY_SIZE : SIZE_MAX;
+  else
+    want = c >= HZ_NCLASS ? ((n ? n : 1) + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE * HZ_SLICE_SIZE -
+                                HZ_LARGE_GUARD
+                          : SIZE_MAX;
+  bool huge = m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL;
+  if (huge ? want > have : want != have) {
+    hz_misuse_size(p, n, have, fn);
+    return;
+  }
+  dealloc(p, fn);
 }
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }

@@ -87,6 +87,10 @@ void hz_misuse_double(const void *p, size_t size, const char *fn) {
   misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
 }
 
+void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn) {
+  misuse("%s(): size %zu does not match the block %p (%zu bytes)", fn, given, p, size);
+}
+
 /* A pointer into span memory that the fast path refused: report what is
  * wrong with it, or return its span if nothing is. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {

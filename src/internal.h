@@ -160,7 +160,7 @@ typedef struct hz_segment_s {
 _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice 0");
 
 /* Segment map values. */
-enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
+enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3, HZ_MAP_ZERO = 4 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
 /* Written under different locks (arena, huge) and read by every free with
  * none: single bytes, stored atomically (relaxed); a free of a live block is
@@ -348,6 +348,8 @@ static inline void hz_heap_leave(hz_heap_t *h) {
   h->busy--;
 }
 
+void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn); /* alloc.c: C++ sized delete */
+
 /* ---- remote.c ---- */
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
 void hz_remote_flush(hz_heap_t *h);
@@ -394,6 +396,7 @@ void hz_verbose(const char *fmt, ...);
 hz_cold void hz_misuse_foreign(const void *p, const char *fn);
 hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn);
 hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
+hz_cold void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn);
 /* Classify a pointer the fast path refused; returns its span or NULL
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);

@@ -26,11 +26,13 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-typedef enum { FN_FREE, FN_REALLOC, FN_USABLE } fn_t;
-static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size"};
+typedef enum { FN_FREE, FN_REALLOC, FN_USABLE, FN_DELETE } fn_t;
+static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
+                                       "operator delete"};
 
 /* What the child reports and the message must show. */
-typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK } expect_t;
+typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK,
+               EXPECT_SIZE } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -61,6 +63,7 @@ static void call(fn_t fn, void *p) {
   case FN_FREE: free_fn(p); break;
   case FN_REALLOC: realloc_fn(p, 100); break;
   case FN_USABLE: usable_fn(p); break;
+  case FN_DELETE: break; /* run_sized_delete calls it */
   }
 }
 
@@ -208,6 +211,39 @@ static void run_double_churn(const mcase_t *c) {
   for (int i = 0; i < 8; i++) free_fn(pins[i]);
 }
 
+/* C++ sized delete (the allocator's own operator delete(void *, size_t) and
+ * its aligned form) with a size other than the one new was given:
+ * c->size is new's size, the size given to delete is in the table. */
+static const struct { size_t new_size, delete_size, align; } sized_cases[] = {
+    {1, 32, 0},              /* new char, deleted as a 32-byte struct */
+    {100, 1000, 0},          /* small, deleted as a bigger small size */
+    {1000, 100, 0},          /* small, deleted as a smaller class */
+    {200 * KiB, 100, 0},     /* large, deleted as small */
+    {200 * KiB, 400 * KiB, 0}, /* large, deleted as another slice count */
+    {16 * MiB, 32 * MiB, 0}, /* huge, deleted as a bigger one */
+    {100, 300, 64},          /* aligned new, deleted with another size */
+};
+
+static void run_sized_delete(const mcase_t *c) {
+  void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+  void *(*op_new_al)(size_t, size_t) =
+      (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "_ZnwmSt11align_val_t");
+  void (*op_del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+  void (*op_del_al)(void *, size_t, size_t) =
+      (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvmSt11align_val_t");
+  if (!op_new || !op_new_al || !op_del || !op_del_al) _exit(7);
+  size_t n = sized_cases[c->size].new_size, d = sized_cases[c->size].delete_size;
+  size_t a = sized_cases[c->size].align;
+  /* the right size first: no report */
+  void *ok = a ? op_new_al(n, a) : op_new(n);
+  if (a) op_del_al(ok, n, a);
+  else op_del(ok, n);
+  void *p = a ? op_new_al(n, a) : op_new(n);
+  report(p, p, d);
+  if (a) op_del_al(p, d, a);
+  else op_del(p, d);
+}
+
 static void run_free_sized(const mcase_t *c) {
   void (*free_sized)(void *, size_t) =
       (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hz_free_sized");
@@ -262,6 +298,14 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
            (unsigned long)passed);
     CHECKF(number_after(msg, "(block of ", &v) && v >= c->size,
            "%s: stderr \"%s\", want (block of >= %zu bytes)", name, msg, c->size);
+    return;
+  }
+  if (c->expect == EXPECT_SIZE) {
+    CHECKF(number_after(msg, "(): size ", &v) && v == sized_cases[c->size].delete_size,
+           "%s: stderr \"%s\", want size %zu", name, msg,
+           sized_cases[c->size].delete_size);
+    CHECKF(number_after(msg, "does not match the block ", &v) && v == passed,
+           "%s: stderr \"%s\", want the block %#lx", name, msg, (unsigned long)passed);
     return;
   }
   CHECKF(number_after(msg, "invalid pointer ", &v) && v == passed,
@@ -366,6 +410,10 @@ TEST_MAIN() {
         {"free after realloc(p, 0)", FN_FREE, EXPECT_DOUBLE, sizes[i], run_realloc0},
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) run_case(&cs[k]), cases++;
+  }
+  for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++) {
+    mcase_t c = {"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
+    run_case(&c), cases++;
   }
   mcase_t fs = {"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100,
                 run_free_sized};
