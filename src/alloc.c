@@ -235,9 +235,7 @@ HZ_EXPORT void *hz_memalign(size_t align, size_t n) { return hz_aligned_alloc(al
 
 HZ_EXPORT int hz_posix_memalign(void **out, size_t align, size_t n) {
   if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;
-  int errno_saved = errno;
-  void *p = alloc_aligned(align, n);
-  errno = errno_saved;
+  void *p = alloc_aligned(align, n); /* sets errno to ENOMEM on failure, as glibc does */
   if (p == NULL) return ENOMEM;
   *out = p;
   return 0;

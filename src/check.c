@@ -84,7 +84,10 @@ void hz_misuse_interior(const void *p, const void *block, size_t size, const cha
 }
 
 void hz_misuse_double(const void *p, size_t size, const char *fn) {
-  misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
+  if (strcmp(fn, "malloc_usable_size") == 0) /* the one call here that does not free */
+    misuse("%s(): use of the freed block %p (block of %zu bytes)", fn, p, size);
+  else
+    misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
 }
 
 void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn) {

@@ -6,6 +6,10 @@
  *   hakozuna: free(): double free of 0x... (block of N bytes)
  *   hakozuna: free(): invalid pointer 0x... (not allocated by hakozuna)
  *   hakozuna: free(): invalid pointer 0x... (inside a block of N bytes at 0x...)
+ *   hakozuna: free(): invalid pointer 0x... (in a span of N-byte blocks, where
+ *             no block was handed out yet | in the tail of a span ... past its last block)
+ *   hakozuna: malloc_usable_size(): use of the freed block 0x... (block of N bytes)
+ *   hakozuna: operator delete(): size N does not match the block 0x... (M bytes)
  *
  * (free, realloc or malloc_usable_size, as called). The pointer printed must
  * be the one passed, a block's start the block's, and N at least the size
@@ -13,7 +17,9 @@
  * static data, other mmaps), pointers into the middle of small, medium,
  * large and huge blocks, double frees right away, after many other
  * allocations and frees, from another thread, through realloc, and after
- * realloc(p, 0); hz_free_sized with a wrong size. Runs on hakozuna only. */
+ * realloc(p, 0); the size of a freed block; pointers into a span's memory
+ * that never held a block; C++ sized delete and hz_free_sized with a wrong
+ * size. Runs on hakozuna only. */
 #include "check.h"
 #include "testutil.h"
 
@@ -32,7 +38,7 @@ static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
 
 /* What the child reports and the message must show. */
 typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK,
-               EXPECT_SIZE } expect_t;
+               EXPECT_SIZE, EXPECT_FREED } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -292,6 +298,12 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
               "does not start with \"%s\"", name, msg, prefix))
     return;
   uintptr_t v;
+  if (c->expect == EXPECT_FREED) {
+    CHECKF(number_after(msg, "use of the freed block ", &v) && v == passed,
+           "%s: stderr \"%s\", want use of the freed block %#lx", name, msg,
+           (unsigned long)passed);
+    return;
+  }
   if (c->expect == EXPECT_DOUBLE) {
     CHECKF(number_after(msg, "double free of ", &v) && v == passed,
            "%s: stderr \"%s\", want double free of %#lx", name, msg,
@@ -402,6 +414,7 @@ TEST_MAIN() {
     const mcase_t cs[] = {
         {"double free", FN_FREE, EXPECT_DOUBLE, sizes[i], run_double},
         {"realloc of a freed block", FN_REALLOC, EXPECT_DOUBLE, sizes[i], run_double},
+        {"size of a freed block", FN_USABLE, EXPECT_FREED, sizes[i], run_double},
         {"double free after churn", FN_FREE, EXPECT_DOUBLE, sizes[i], run_double_churn},
         {"second free in another thread", FN_FREE, EXPECT_DOUBLE, sizes[i],
          run_double_thread},
