@@ -295,12 +295,14 @@ oom:
 }
 
 /* ---- free slow path: a span became empty, or was full ---- */
-static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool remote) {
   if (s->kind == HZ_SPAN_LARGE) {
-    h->n.large_frees++;
+    if (!remote) { /* a remote free was counted by its sender */
+      h->n.large_frees++;
+      h->n.large_bytes -= s->block_size;
+    }
     if (HZ_LARGE_GUARD)
       hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
-    h->n.large_bytes -= s->block_size;
     heap_retire_span(h, s, may_cache);
     return;
   }
@@ -310,14 +312,15 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
 
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_enter(h);
-  span_after_free(h, s, true);
+  span_after_free(h, s, true, false);
   hz_heap_leave(h);
 }
 
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
-  if (hz_span_push(s, b)) span_after_free(h, s, h->live);
+  h->n.remote_back[s->cls]++;
+  if (hz_span_push(s, b)) span_after_free(h, s, h->live, true);
 }
 
 /* ---- collection, thread exit, adoption ---- */

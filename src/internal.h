@@ -227,7 +227,8 @@ typedef struct hz_outbox_s {
 typedef struct hz_heap_counters_s {
   uint64_t malloc[HZ_NCLASS + 1];
   uint64_t large_frees;
-  uint64_t remote_free[HZ_NCLASS + 1];
+  uint64_t remote_free[HZ_NCLASS + 1];   /* blocks this heap freed for other heaps */
+  uint64_t remote_back[HZ_NCLASS + 1];   /* blocks of this heap's spans back from others */
   uint64_t refill[HZ_NCLASS + 1];
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
   uint64_t span_blocks_peak[HZ_NCLASS];
@@ -351,6 +352,9 @@ static inline void hz_heap_leave(hz_heap_t *h) {
 void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn); /* alloc.c: C++ sized delete */
 
 /* ---- remote.c ---- */
+/* Remote frees by threads with no heap to count them in (exiting threads). */
+extern _Atomic uint64_t hz_remote_orphans[HZ_NCLASS + 1];
+extern _Atomic int64_t hz_remote_orphan_large_bytes;
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
 void hz_remote_flush(hz_heap_t *h);
 bool hz_remote_drain(hz_heap_t *h);

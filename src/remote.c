@@ -33,18 +33,32 @@ void hz_remote_flush(hz_heap_t *h) {
   h->outbox_used = 0;
 }
 
+_Atomic uint64_t hz_remote_orphans[HZ_NCLASS + 1];
+_Atomic int64_t hz_remote_orphan_large_bytes;
+
+/* A remote free counts as a free from the moment free() is called: here, in
+ * the freeing heap (large blocks as large frees too), and the owner counts
+ * it back when it arrives, so statistics can subtract the blocks in transit
+ * from the blocks its spans still hold. */
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   hz_heap_t *owner = s->heap;
   b->tag = hz_free_tag(b);
   if (h == &hz_heap_empty) h = hz_heap_get(); /* a thread that only frees */
   if (h == NULL || h == &hz_heap_empty || !h->live) {
     /* the thread is exiting or out of memory: hand the block over alone */
+    atomic_fetch_add_explicit(&hz_remote_orphans[s->cls], 1, memory_order_relaxed);
+    if (s->kind == HZ_SPAN_LARGE)
+      atomic_fetch_sub_explicit(&hz_remote_orphan_large_bytes, s->block_size, memory_order_relaxed);
     hz_outbox_t one = {owner, b, b, 1, 0};
     outbox_send(&one);
     return;
   }
   hz_heap_enter(h);
   h->n.remote_free[s->cls]++;
+  if (s->kind == HZ_SPAN_LARGE) {
+    h->n.large_frees++;
+    h->n.large_bytes -= s->block_size;
+  }
   /* owners are heap-aligned: hash on the bits above the alignment */
   hz_outbox_t *o = &h->outbox[((uintptr_t)owner >> 6) % HZ_OUTBOX];
   if (o->owner != owner) {

@@ -80,12 +80,20 @@ static int stats_get(hz_stats_t *out) {
   out->size = sizeof *out;
   out->class_count = HZ_NCLASS;
   hz_class_stats_t *cs = out->classes;
-  int64_t large_bytes = 0; /* a block may be freed by another heap than its allocator */
+  /* a block may be freed by another heap than its allocator */
+  int64_t large_bytes = atomic_load_explicit(&hz_remote_orphan_large_bytes, memory_order_relaxed);
+  uint64_t back[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0};
+  for (int c = 0; c <= HZ_NCLASS; c++) {
+    uint64_t orphans = atomic_load_explicit(&hz_remote_orphans[c], memory_order_relaxed);
+    if (c < HZ_NCLASS) cs[c].remote_frees = orphans;
+    else out->large_frees = orphans;
+  }
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     out->thread_count += h->live;
     for (int c = 0; c < HZ_NCLASS; c++) {
       cs[c].mallocs += h->n.malloc[c];
       cs[c].remote_frees += h->n.remote_free[c];
+      back[c] += h->n.remote_back[c];
       cs[c].refills += h->n.refill[c];
       cs[c].peak += h->n.span_blocks_peak[c];
     }
@@ -94,10 +102,12 @@ static int stats_get(hz_stats_t *out) {
     large_bytes += h->n.large_bytes;
   }
   out->large_live_bytes = large_bytes > 0 ? (uint64_t)large_bytes : 0;
-  uint64_t live[HZ_NCLASS] = {0};
   hz_arena_live_blocks(live);
   for (int c = 0; c < HZ_NCLASS; c++) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
+    /* blocks freed by other threads and not yet back in their span are freed */
+    uint64_t transit = cs[c].remote_frees > back[c] ? cs[c].remote_frees - back[c] : 0;
+    live[c] = live[c] > transit ? live[c] - transit : 0;
     cs[c].live = live[c] < cs[c].mallocs ? live[c] : cs[c].mallocs;
     cs[c].frees = cs[c].mallocs - cs[c].live;
     out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
