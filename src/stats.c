@@ -126,6 +126,8 @@ static int stats_get(hz_stats_t *out) {
   out->other_os_calls = atomic_load_explicit(&hz_os_stats.other_calls, memory_order_relaxed);
   out->peak_rss = hz_os_peak_rss();
   out->current_rss = hz_os_rss();
+  /* read after the peak: the resident set may have grown in between */
+  if (out->peak_rss < out->current_rss) out->peak_rss = out->current_rss;
   stats_get_usage(out);
   return 0;
 }

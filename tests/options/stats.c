@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 static hz_stats_t get(void) {
   hz_stats_t s;
@@ -175,6 +176,33 @@ static void test_remote_counts(void) {
   check_remote(&s0, &s2, "owner exited");
 }
 
+/* RSS "now" is never above "peak", even while another thread makes the
+ * resident set grow between the two readings. */
+static volatile int rss_stop;
+
+static void *rss_grower(void *arg) {
+  (void)arg;
+  char *m = mmap(NULL, 256 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return NULL;
+  for (size_t off = 0; off < 256 * MiB && !rss_stop; off += 4096) m[off] = 1;
+  munmap(m, 256 * MiB);
+  return NULL;
+}
+
+static void test_rss(void) {
+  pthread_t th;
+  rss_stop = 0;
+  if (!CHECK(pthread_create(&th, NULL, rss_grower, NULL) == 0)) return;
+  int bad = 0;
+  for (int i = 0; i < 3000 && !bad; i++) {
+    hz_stats_t s = get();
+    bad = !CHECKF(s.current_rss <= s.peak_rss, "rss %llu KiB now, %llu KiB peak",
+                  (unsigned long long)s.current_rss / 1024, (unsigned long long)s.peak_rss / 1024);
+  }
+  rss_stop = 1;
+  pthread_join(th, NULL);
+}
+
 /* Free a large working set; malloc_trim(0) returns and bytes_committed
  * drops by at least half of it. */
 static void test_trim(void) {
@@ -244,6 +272,7 @@ TEST_MAIN() {
   }
   test_counters();
   test_remote_counts();
+  test_rss();
   test_trim();
   test_text();
   return 0;
