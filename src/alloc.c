@@ -44,6 +44,13 @@ static inline void *alloc_class(uint32_t c, size_t request) {
   return b;
 }
 
+/* Requests above the mmap_threshold option (at most 2 MiB, what a span
+ * holds) are mapped directly; the table reads 0 until hz_init fills it. */
+static bool goes_huge(size_t n, size_t align) {
+  size_t limit = (size_t)hz_opt(HZ_OPTION_MMAP_THRESHOLD);
+  return n + HZ_LARGE_GUARD > (limit ? limit : HZ_LARGE_MAX) || align > HZ_LARGE_MAX;
+}
+
 static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
   bool zeroed = false;
   void *p;
@@ -53,8 +60,9 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
   hz_init();
-  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
+  if (!goes_huge(n, align)) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
   else p = hz_huge_alloc(n, align, &zeroed);
+  if (p == NULL) hz_verbose("out of memory: a request of %zu bytes failed", n);
   if (p != NULL && zero && !zeroed) memset(p, 0, n);
   hz_purge_poll();
   return p;
@@ -204,13 +212,13 @@ void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
   if (have == 0 && m != HZ_MAP_ZERO) return;
   uint32_t c = small_class(n, align);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL)
-    want = n + HZ_LARGE_GUARD > HZ_LARGE_MAX || align > HZ_LARGE_MAX ? n : SIZE_MAX;
+    want = goes_huge(n, align) ? n : SIZE_MAX;
   else if (m == HZ_MAP_ZERO)
     want = n == 0 ? 0 : SIZE_MAX;
   else if (hz_span_of(p)->kind == HZ_SPAN_SMALL)
     want = c < HZ_NCLASS ? hz_class_size(c) - HZ_CANARY_SIZE : SIZE_MAX;
   else
-    want = c >= HZ_NCLASS ? ((n ? n : 1) + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE * HZ_SLICE_SIZE -
+    want = c >= HZ_NCLASS && !goes_huge(n, align) ? ((n ? n : 1) + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE * HZ_SLICE_SIZE -
                                 HZ_LARGE_GUARD
                           : SIZE_MAX;
   bool huge = m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL;
@@ -263,7 +271,7 @@ HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable
 
 HZ_EXPORT size_t hz_good_size(size_t n) {
   if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
-  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX)
+  if (!goes_huge(n, 0))
     return ((n + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1)) - HZ_LARGE_GUARD;
   if (n > HZ_MAX_REQUEST) return n;
   page_size(); /* hz_huge_guard needs the page size */
@@ -309,7 +317,27 @@ static struct mallinfo hz_mallinfo(void) {
 }
 
 static void hz_malloc_stats(void) { hz_stats_print(NULL); }
-static int hz_mallopt(int param, int value) { (void)param; (void)value; return 1; }
+/* glibc's tunables, mapped onto the option table where they mean something
+ * here (README, "mallopt"); 1 when honoured, 0 when not, as glibc does. */
+static int hz_mallopt(int param, int value) {
+  hz_init();
+  switch (param) {
+  case M_MMAP_THRESHOLD: /* clamped: spans hold up to 2 MiB, small blocks never map */
+    if (value < 0) return 0;
+    return hz_option_set(HZ_OPTION_MMAP_THRESHOLD, value < HZ_SMALL_MAX ? HZ_SMALL_MAX
+                                                   : value > (long)HZ_LARGE_MAX ? (long)HZ_LARGE_MAX : value) == 0;
+  case M_TRIM_THRESHOLD: { /* free memory kept before it goes back to the OS */
+    if (value < 0) return hz_option_set(HZ_OPTION_PURGE_DELAY, -1) == 0;
+    if (value == 0) return hz_option_set(HZ_OPTION_PURGE_DELAY, 0) == 0;
+    long kib = ((long)value + 1023) / 1024;
+    return hz_option_set(HZ_OPTION_THREAD_CACHE, kib < 1048576 ? kib : 1048576) == 0;
+  }
+  case M_CHECK_ACTION: /* bit 1: abort on a detected misuse */
+    return hz_option_set(HZ_OPTION_CHECK, (value & 2) != 0) == 0;
+  default: /* M_MXFAST, M_TOP_PAD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX: no such knob */
+    return 0;
+  }
+}
 
 static int hz_malloc_info(int options, FILE *out) {
   if (options != 0 || out == NULL) {

@@ -290,6 +290,7 @@ void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
   hz_heap_leave(h);
   if (p) return p;
 oom:
+  hz_verbose("out of memory: no span for %zu-byte blocks", hz_class_size(c));
   errno = ENOMEM;
   return NULL;
 }
