@@ -30,6 +30,9 @@ static inline void *alloc_class(uint32_t c, size_t request) {
   hz_span_t *s = h->cur[c];
   hz_block_t *b = s->free;
   if (hz_likely(b != NULL)) {
+#if HZ_CHECKED
+    hz_checked_link(b, s->block_size);
+#endif
     s->free = hz_next_decode(b, b->next);
     s->used++;
     if (!HZ_NOCHECK) b->tag = 0;
@@ -120,7 +123,7 @@ static inline void dealloc(void *p, const char *fn) {
   }
   hz_span_t *s = hz_span_of(p);
   hz_block_t *b = p;
-  if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || b->tag == hz_free_tag(b))) {
+  if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || hz_block_is_free(b))) {
     hz_check_span_ptr(p, fn);
     return;
   }

@@ -126,7 +126,7 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
     hz_misuse_interior(p, (void *)(s->start + off / s->block_size * s->block_size), s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }
-  if (!HZ_NOCHECK && ((const hz_block_t *)p)->tag == hz_free_tag(p)) {
+  if (!HZ_NOCHECK && hz_block_is_free(p)) {
     hz_misuse_double(p, s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }
@@ -150,6 +150,12 @@ void hz_checked_on_alloc(hz_block_t *b, size_t bs, size_t request) {
   (void)request;
   uintptr_t c = canary_of(b);
   memcpy((char *)b + bs - HZ_CANARY_SIZE, &c, sizeof c);
+}
+
+void hz_checked_link(const hz_block_t *b, size_t bs) {
+  if (!hz_block_is_free(b))
+    hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; its first 16 bytes, the "
+             "free-list link, changed)", (const void *)b, bs - HZ_CANARY_SIZE);
 }
 
 void hz_checked_on_free(hz_block_t *b, size_t bs) {

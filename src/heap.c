@@ -160,7 +160,7 @@ static void span_carve(hz_span_t *s) {
   for (size_t i = n; i-- > 0;) {
     hz_block_t *b = (hz_block_t *)(first + i * bs);
     b->next = hz_next_encode(b, next);
-    b->tag = hz_free_tag(b);
+    b->tag = hz_block_tag(b);
 #if HZ_CHECKED
     memset(b + 1, 0xdf, bs - sizeof *b);
 #endif
@@ -251,6 +251,9 @@ static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
 /* ---- malloc slow path ---- */
 static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   hz_block_t *b = s->free;
+#if HZ_CHECKED
+  hz_checked_link(b, s->block_size);
+#endif
   s->free = hz_next_decode(b, b->next);
   s->used++;
   if (!HZ_NOCHECK) b->tag = 0;

@@ -105,15 +105,27 @@ extern uintptr_t hz_key; /* random per process, never 0 */
 static inline uintptr_t hz_free_tag(const void *b) { return hz_key ^ (uintptr_t)b; }
 
 #if HZ_CHECKED
-/* The checked build hides free-list pointers from heap overflows. */
+/* The checked build hides free-list pointers from heap overflows, and its
+ * tag covers the stored link too: a write after free into bytes 0-15 of a
+ * free block shows as a tag that does not match (hz_block_is_free false, and
+ * malloc verifies it before following the link). */
 static inline hz_block_t *hz_next_encode(const hz_block_t *b, hz_block_t *next) {
   return (hz_block_t *)((uintptr_t)next ^ (hz_key * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)b);
 }
 #define hz_next_decode hz_next_encode
+static inline uintptr_t hz_block_tag(const hz_block_t *b) {
+  return hz_free_tag(b) ^ (uintptr_t)b->next * 0xff51afd7ed558ccdull;
+}
+/* Sets the tag after the link changed. */
+static inline void hz_block_retag(hz_block_t *b) { b->tag = hz_block_tag(b); }
 #else
 #define hz_next_encode(b, n) (n)
 #define hz_next_decode(b, n) (n)
+static inline uintptr_t hz_block_tag(const hz_block_t *b) { return hz_free_tag(b); }
+static inline void hz_block_retag(hz_block_t *b) { (void)b; }
 #endif
+/* A block's tag says it is free (a double free, or a use of a freed block). */
+static inline bool hz_block_is_free(const hz_block_t *b) { return b->tag == hz_block_tag(b); }
 
 /* ---- Spans ---- */
 typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
@@ -209,6 +221,7 @@ static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
  * needs the slow path: it became empty, or was full and off its list. */
 static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
   b->next = hz_next_encode(b, s->free);
+  hz_block_retag(b);
   s->free = b;
   return --s->used == 0 || s->unlisted;
 }
@@ -409,6 +422,7 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #define HZ_LARGE_GUARD HZ_SLICE_SIZE
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
+void hz_checked_link(const hz_block_t *b, size_t block_size); /* before following b's link */
 void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #else
 #define HZ_LARGE_GUARD 0

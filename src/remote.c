@@ -19,6 +19,7 @@ static void outbox_send(hz_outbox_t *o) {
   hz_block_t *old = atomic_load_explicit(&owner->inbox, memory_order_relaxed);
   do {
     o->tail->next = hz_next_encode(o->tail, old);
+    hz_block_retag(o->tail);
   } while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &old, o->head, memory_order_release,
                                                   memory_order_relaxed));
   o->owner = NULL;
@@ -68,6 +69,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
     o->tail = b;
   }
   b->next = hz_next_encode(b, o->head);
+  hz_block_retag(b);
   o->head = b;
   o->bytes += s->block_size;
   if (++o->count >= HZ_OUTBOX_BATCH || o->bytes >= HZ_OUTBOX_BYTES) {
@@ -81,6 +83,9 @@ bool hz_remote_drain(hz_heap_t *h) {
   hz_block_t *b = atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
   if (b == NULL) return false;
   while (b != NULL) {
+#if HZ_CHECKED
+    hz_checked_link(b, hz_span_of(b)->block_size);
+#endif
     hz_block_t *next = hz_next_decode(b, b->next);
     hz_heap_block_returned(hz_span_of(b), b);
     b = next;

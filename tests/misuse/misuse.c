@@ -38,7 +38,7 @@ static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
 
 /* What the child reports and the message must show. */
 typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK,
-               EXPECT_SIZE, EXPECT_FREED } expect_t;
+               EXPECT_SIZE, EXPECT_FREED, EXPECT_WAF } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -250,6 +250,18 @@ static void run_sized_delete(const mcase_t *c) {
   else op_del(p, d);
 }
 
+/* Checked build: a write after free into a free block, at byte c->size of a
+ * 40-byte block (0-15 are the free-list link and tag), shows when the block
+ * is handed out again. */
+static void run_write_after_free(const mcase_t *c) {
+  unsigned char *p = malloc_fn(40);
+  if (!p) _exit(5);
+  report(p, p, 40);
+  free_fn(p);
+  p[c->size] ^= 0x5a;
+  for (int i = 0; i < 100000; i++) free_fn(malloc_fn(40));
+}
+
 static void run_free_sized(const mcase_t *c) {
   void (*free_sized)(void *, size_t) =
       (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hz_free_sized");
@@ -290,8 +302,11 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   size_t len = strlen(msg);
   CHECKF(len > 0 && msg[len - 1] == '\n' && strchr(msg, '\n') == msg + len - 1,
          "%s: stderr is not one line: \"%s\"", name, msg);
-  if (c->expect == EXPECT_ABORT) {
+  if (c->expect == EXPECT_ABORT || c->expect == EXPECT_WAF) {
     CHECKF(strncmp(msg, "hakozuna: ", 10) == 0, "%s: stderr \"%s\"", name, msg);
+    if (c->expect == EXPECT_WAF) /* found by a later malloc */
+      CHECKF(strstr(msg, "write after free detected in the free block ") != NULL,
+             "%s: stderr \"%s\"", name, msg);
     return;
   }
   if (!CHECKF(strncmp(msg, prefix, strlen(prefix)) == 0, "%s: stderr \"%s\" "
@@ -427,6 +442,14 @@ TEST_MAIN() {
   for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++) {
     mcase_t c = {"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
     run_case(&c), cases++;
+  }
+  if (strcmp(hz_target(), "hakozuna-checked") == 0) {
+    static const size_t offsets[] = {0, 3, 8, 15, 16, 30};
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+      mcase_t c = {"write after free at this byte of a 40-byte block", FN_FREE, EXPECT_WAF,
+                   offsets[i], run_write_after_free};
+      run_case(&c), cases++;
+    }
   }
   mcase_t fs = {"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100,
                 run_free_sized};
