@@ -72,6 +72,10 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
 }
 
 static inline void *alloc(size_t n) {
+#if HZ_CHECKED
+  void *z;
+  if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
+#endif
   if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE)) return alloc_class(hz_class_of(n + HZ_CANARY_SIZE), n);
   return alloc_big(n, 0, false);
 }
@@ -98,6 +102,9 @@ static hz_noinline void free_rare(void *p, const char *fn) {
   if (p == NULL) return;
   uint8_t m = hz_segmap_get(p);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) hz_huge_free(p, fn);
+#if HZ_CHECKED
+  else if (m == HZ_MAP_ZERO) hz_zero_free(p, fn);
+#endif
   else hz_check_span_ptr(p, fn); /* reports */
   hz_purge_poll();
 }
@@ -108,7 +115,13 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
     return;
   }
 #if HZ_CHECKED
-  if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
+  if (s->kind == HZ_SPAN_SMALL) {
+    hz_checked_on_free(b, s->block_size);
+    if (h != &hz_heap_empty && h->live) {
+      hz_quarantine_put(h, b);
+      return;
+    }
+  }
 #endif
   hz_init(); /* a thread that only frees gets a heap (after a fork, start-up may rerun) */
   hz_remote_free(h, s, b);
@@ -130,7 +143,11 @@ static inline void dealloc(void *p, const char *fn) {
   hz_heap_t *h = hz_tls_heap;
   if (hz_likely(s->heap == h)) {
 #if HZ_CHECKED
-    if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
+    if (s->kind == HZ_SPAN_SMALL) {
+      hz_checked_on_free(b, s->block_size);
+      hz_quarantine_put(h, b);
+      return;
+    }
 #endif
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
     if (hz_unlikely(hz_span_push(s, b))) {
@@ -147,6 +164,12 @@ static size_t usable(const void *p, const char *fn) {
   if (p == NULL) return 0;
   uint8_t m = hz_segmap_get(p);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) return hz_huge_usable(p, fn);
+#if HZ_CHECKED
+  if (m == HZ_MAP_ZERO) { /* a 0-byte block has no usable byte */
+    hz_zero_valid(p, fn);
+    return 0;
+  }
+#endif
   hz_span_t *s = hz_check_span_ptr(p, fn); /* reports a bad pointer */
   return s ? s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD) : 0;
 }
@@ -169,6 +192,17 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
 
 HZ_EXPORT void *hz_realloc(void *p, size_t n) {
   if (p == NULL) return alloc(n);
+#if HZ_CHECKED
+  if (hz_segmap_get(p) == HZ_MAP_ZERO) {
+    if (!hz_zero_valid(p, "realloc")) {
+      errno = EINVAL;
+      return NULL;
+    }
+    void *q = n ? alloc(n) : NULL;
+    if (q != NULL || n == 0) hz_zero_free(p, "realloc");
+    return q;
+  }
+#endif
   size_t old = usable(p, "realloc");
   if (old == 0) { /* misuse reported and tolerated (HAKOZUNA_CHECK=0) */
     errno = EINVAL;
@@ -273,6 +307,7 @@ HZ_EXPORT void *hz_pvalloc(size_t n) {
 HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable_size"); }
 
 HZ_EXPORT size_t hz_good_size(size_t n) {
+  if (HZ_CHECKED && n == 0) return 0; /* an inaccessible 0-byte block */
   if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
   if (!goes_huge(n, 0))
     return ((n + HZ_LARGE_GUARD + HZ_SLICE_SIZE - 1) & ~(HZ_SLICE_SIZE - 1)) - HZ_LARGE_GUARD;

@@ -190,6 +190,8 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
+  /* checked build: the memory may have been a freed large block */
+  if (HZ_CHECKED && s != NULL) hz_os_protect((void *)s->start, slices * HZ_SLICE_SIZE, true);
   return s;
 }
 
@@ -200,11 +202,72 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   return s;
 }
 
+#if HZ_CHECKED
+/* ---- quarantine (checked build) ----
+ * Freed small blocks wait in a per-thread FIFO before going back to their
+ * span, so a write through a dangling pointer lands in a free block, not in
+ * the next block handed out, and shows when the block leaves (its fill and
+ * link are verified). Freed large spans, inaccessible and purged, wait in a
+ * second FIFO before the pool may hand their memory out again. */
+static void quarantine_release(hz_heap_t *h, hz_block_t *b) {
+  hz_span_t *s = hz_span_of(b);
+  hz_checked_free_intact(b, s->block_size);
+  h->quarantined[s->cls]--;
+  if (s->heap != h) {
+    hz_remote_free(h, s, b);
+    return;
+  }
+  if (hz_span_push(s, b)) hz_heap_free_slow(h, s);
+}
+
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b) {
+  hz_heap_enter(h);
+  b->next = hz_next_encode(b, NULL);
+  hz_block_retag(b); /* marks it free: a second free is a double free */
+  h->quarantined[hz_span_of(b)->cls]++;
+  hz_block_t *old = h->quarantine[h->quarantine_pos];
+  h->quarantine[h->quarantine_pos] = b;
+  h->quarantine_pos = (h->quarantine_pos + 1) % HZ_QUARANTINE;
+  if (old != NULL) quarantine_release(h, old);
+  hz_heap_leave(h);
+}
+
+static void quarantine_flush(hz_heap_t *h) {
+  for (uint32_t i = 0; i < HZ_QUARANTINE; i++) {
+    hz_block_t *b = h->quarantine[i];
+    h->quarantine[i] = NULL;
+    if (b != NULL) quarantine_release(h, b);
+  }
+  for (uint32_t i = 0; i < HZ_QUARANTINE_LARGE; i++) {
+    if (h->quarantine_large[i] != NULL) hz_arena_free_span(h->quarantine_large[i]);
+    h->quarantine_large[i] = NULL;
+  }
+}
+
+/* A freed large span: inaccessible until the pool hands it out again. */
+static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
+  size_t bytes = s->slice_count * HZ_SLICE_SIZE;
+  hz_os_purge((void *)s->start, bytes);
+  hz_os_protect((void *)s->start, bytes, false);
+  hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
+  h->quarantine_large[h->quarantine_large_pos] = s;
+  h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;
+  if (old != NULL) hz_arena_free_span(old);
+  return true;
+}
+#else
+static void quarantine_flush(hz_heap_t *h) { (void)h; }
+static bool quarantine_large(hz_heap_t *h, hz_span_t *s) { (void)h; (void)s; return false; }
+#endif
+
 static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
+  bool large = s->kind == HZ_SPAN_LARGE;
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
+  s->limit = 0; /* the fast path refuses its pointers without reading them */
+  if (large && quarantine_large(h, s)) return;
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
   if (may_cache && n <= HZ_LARGE_MAX_SLICES && h->cache_slices + n <= limit) {
@@ -305,8 +368,8 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool rem
       h->n.large_frees++;
       h->n.large_bytes -= s->block_size;
     }
-    if (HZ_LARGE_GUARD)
-      hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
+    /* (checked build: the guard slice stays inaccessible, the whole span
+     * becomes so in quarantine_large) */
     heap_retire_span(h, s, may_cache);
     return;
   }
@@ -366,6 +429,7 @@ static void span_purge_free_blocks(hz_span_t *s) {
  * returns). */
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   hz_heap_enter(h);
+  if (force) quarantine_flush(h);
   hz_remote_flush(h);
   hz_remote_drain(h);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {

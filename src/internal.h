@@ -228,6 +228,8 @@ static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
 
 /* ---- Heaps (per-thread caches) ---- */
 #define HZ_OUTBOX 8
+#define HZ_QUARANTINE 1024      /* checked build: freed small blocks held back */
+#define HZ_QUARANTINE_LARGE 16  /* checked build: freed large spans held back */
 typedef struct hz_outbox_s {
   struct hz_heap_s *owner;
   hz_block_t *head, *tail;
@@ -264,6 +266,14 @@ typedef struct hz_heap_s {
   bool live;                            /* owned by a running thread */
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
+#if HZ_CHECKED
+  /* Freed small blocks and large spans wait here before they can be reused
+   * (heap.c, "quarantine"). */
+  hz_block_t *quarantine[HZ_QUARANTINE];
+  hz_span_t *quarantine_large[HZ_QUARANTINE_LARGE];
+  uint32_t quarantine_pos, quarantine_large_pos;
+  uint64_t quarantined[HZ_NCLASS];      /* blocks of each class in quarantine */
+#endif
 } hz_heap_t;
 
 extern __thread hz_heap_t *hz_tls_heap;
@@ -340,6 +350,9 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
+#if HZ_CHECKED
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
+#endif
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
@@ -423,6 +436,11 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
 void hz_checked_link(const hz_block_t *b, size_t block_size); /* before following b's link */
+void hz_checked_free_intact(const hz_block_t *b, size_t block_size); /* link and fill */
+/* 0-byte blocks: 16-byte slots of an inaccessible segment (HZ_MAP_ZERO). */
+void *hz_zero_alloc(void);
+bool hz_zero_valid(const void *p, const char *fn); /* reports misuse when false */
+void hz_zero_free(void *p, const char *fn);
 void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #else
 #define HZ_LARGE_GUARD 0

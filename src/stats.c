@@ -82,7 +82,7 @@ static int stats_get(hz_stats_t *out) {
   hz_class_stats_t *cs = out->classes;
   /* a block may be freed by another heap than its allocator */
   int64_t large_bytes = atomic_load_explicit(&hz_remote_orphan_large_bytes, memory_order_relaxed);
-  uint64_t back[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0};
+  uint64_t back[HZ_NCLASS] = {0}, held[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0};
   for (int c = 0; c <= HZ_NCLASS; c++) {
     uint64_t orphans = atomic_load_explicit(&hz_remote_orphans[c], memory_order_relaxed);
     if (c < HZ_NCLASS) cs[c].remote_frees = orphans;
@@ -94,6 +94,9 @@ static int stats_get(hz_stats_t *out) {
       cs[c].mallocs += h->n.malloc[c];
       cs[c].remote_frees += h->n.remote_free[c];
       back[c] += h->n.remote_back[c];
+#if HZ_CHECKED
+      held[c] += h->quarantined[c]; /* freed, not yet back in their span */
+#endif
       cs[c].refills += h->n.refill[c];
       cs[c].peak += h->n.span_blocks_peak[c];
     }
@@ -106,7 +109,7 @@ static int stats_get(hz_stats_t *out) {
   for (int c = 0; c < HZ_NCLASS; c++) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
     /* blocks freed by other threads and not yet back in their span are freed */
-    uint64_t transit = cs[c].remote_frees > back[c] ? cs[c].remote_frees - back[c] : 0;
+    uint64_t transit = (cs[c].remote_frees > back[c] ? cs[c].remote_frees - back[c] : 0) + held[c];
     live[c] = live[c] > transit ? live[c] - transit : 0;
     cs[c].live = live[c] < cs[c].mallocs ? live[c] : cs[c].mallocs;
     cs[c].frees = cs[c].mallocs - cs[c].live;
