@@ -272,19 +272,6 @@ static void run_free_sized(const mcase_t *c) {
 }
 
 /* ---- the parent's side ---- */
-static size_t read_all(int fd, char *buf, size_t cap) {
-  size_t len = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + len, cap - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-    if (len == cap - 1) break;
-  }
-  buf[len] = 0;
-  return len;
-}
-
 /* The number after `key` in msg (hex after "0x", else decimal); -1 if none. */
 static int number_after(const char *msg, const char *key, uintptr_t *out) {
   const char *s = strstr(msg, key);
@@ -364,29 +351,22 @@ static void run_case(const mcase_t *c) {
   else
     snprintf(name, sizeof name, "%s(): %s, %zu bytes", fn_names[c->fn], c->what,
              c->size);
-  int errp[2], infop[2];
-  if (!CHECK(pipe(errp) == 0 && pipe(infop) == 0)) return;
-  fflush(NULL);
-  pid_t pid = fork();
+  int err_fd, infop[2];
+  if (!CHECK(pipe(infop) == 0)) return;
+  pid_t pid = tu_fork_capturing(&err_fd, 20);
+  if (!CHECK(pid >= 0)) return;
   if (pid == 0) {
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    alarm(20);
-    dup2(errp[1], 2);
-    close(errp[0]);
-    close(errp[1]);
     close(infop[0]);
     info_fd = infop[1];
     c->run(c);
     _exit(0); /* the misuse went unnoticed */
   }
-  close(errp[1]);
   close(infop[1]);
   char info[256], msg[4096];
-  read_all(infop[0], info, sizeof info);
-  read_all(errp[0], msg, sizeof msg);
+  tu_read_all(infop[0], info, sizeof info);
+  tu_read_all(err_fd, msg, sizeof msg);
   close(infop[0]);
-  close(errp[0]);
+  close(err_fd);
   int st = 0;
   CHECK(waitpid(pid, &st, 0) == pid);
   if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
