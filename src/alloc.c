@@ -360,6 +360,7 @@ static void hz_malloc_stats(void) { hz_stats_print(NULL); }
 static int hz_mallopt(int param, int value) {
   hz_init();
   switch (param) {
+#ifdef M_MMAP_THRESHOLD /* glibc's values; other libcs may lack them */
   case M_MMAP_THRESHOLD: /* clamped: spans hold up to 2 MiB, small blocks never map */
     if (value < 0) return 0;
     return hz_option_set(HZ_OPTION_MMAP_THRESHOLD, value < HZ_SMALL_MAX ? HZ_SMALL_MAX
@@ -372,6 +373,7 @@ static int hz_mallopt(int param, int value) {
   }
   case M_CHECK_ACTION: /* bit 1: abort on a detected misuse */
     return hz_option_set(HZ_OPTION_CHECK, (value & 2) != 0) == 0;
+#endif
   default: /* M_MXFAST, M_TOP_PAD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX: no such knob */
     return 0;
   }
