@@ -172,6 +172,21 @@ static void span_carve(hz_span_t *s) {
 }
 
 
+/* Checked build: a freed large span is made inaccessible (and marked so in
+ * its segment) until the span's memory is taken again. */
+static void span_protected(hz_span_t *s, bool inaccessible) {
+  hz_segment_t *seg = hz_segment_of((void *)s->start);
+  bool was = false;
+  for (size_t i = s->slice_index, end = i + s->slice_count; i < end;) {
+    size_t w = i / 64, n = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
+    uint64_t bits = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (i % 64);
+    if (inaccessible) atomic_fetch_or_explicit(&seg->protected_mask[w], bits, memory_order_relaxed);
+    else was |= (atomic_fetch_and_explicit(&seg->protected_mask[w], ~bits, memory_order_relaxed) & bits) != 0;
+    i += n;
+  }
+  if (inaccessible || was) hz_os_protect((void *)s->start, s->slice_count * HZ_SLICE_SIZE, !inaccessible);
+}
+
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
@@ -190,8 +205,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
-  /* checked build: the memory may have been a freed large block */
-  if (HZ_CHECKED && s != NULL) hz_os_protect((void *)s->start, slices * HZ_SLICE_SIZE, true);
+  if (HZ_CHECKED && s != NULL) span_protected(s, false);
   return s;
 }
 
@@ -207,8 +221,8 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
  * Freed small blocks wait in a per-thread FIFO before going back to their
  * span, so a write through a dangling pointer lands in a free block, not in
  * the next block handed out, and shows when the block leaves (its fill and
- * link are verified). Freed large spans, inaccessible and purged, wait in a
- * second FIFO before the pool may hand their memory out again. */
+ * link are verified). Freed large spans, inaccessible, wait in a second
+ * FIFO before the pool may hand their memory out again. */
 static void quarantine_release(hz_heap_t *h, hz_block_t *b) {
   hz_span_t *s = hz_span_of(b);
   hz_checked_free_intact(b, s->block_size);
@@ -246,9 +260,7 @@ static void quarantine_flush(hz_heap_t *h) {
 
 /* A freed large span: inaccessible until the pool hands it out again. */
 static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
-  size_t bytes = s->slice_count * HZ_SLICE_SIZE;
-  hz_os_purge((void *)s->start, bytes);
-  hz_os_protect((void *)s->start, bytes, false);
+  span_protected(s, true); /* (its pages stay: the pool purges them later, as any free span's) */
   hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
   h->quarantine_large[h->quarantine_large_pos] = s;
   h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;

@@ -165,6 +165,7 @@ typedef struct hz_segment_s {
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
   uint32_t arena;                      /* index of the pool it belongs to */
+  _Atomic uint64_t protected_mask[HZ_SLICES / 64]; /* checked build: slices made inaccessible */
   struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
   hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
 } hz_segment_t;

@@ -21,6 +21,7 @@
  * that never held a block; C++ sized delete and hz_free_sized with a wrong
  * size. Runs on hakozuna only. */
 #include "check.h"
+#include "hakozuna.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -205,6 +206,12 @@ static int churn(size_t target, const char *blk, size_t n) {
 
 static void run_double_churn(const mcase_t *c) {
   void *pins[8];
+  /* A freed huge block stays mapped (and its double free recognisable) only
+   * while it waits in the huge cache, HAKOZUNA_PURGE_DELAY ms: keep it there
+   * however long the churn takes on a loaded machine. */
+  int (*option_set)(hz_option_t, long) =
+      (int (*)(hz_option_t, long))dlsym(RTLD_DEFAULT, "hz_option_set");
+  if (!option_set || option_set(HZ_OPTION_PURGE_DELAY, -1) != 0) _exit(7);
   churn(c->size, NULL, 0);
   for (int i = 0; i < 4; i++) pins[i] = malloc_fn(c->size);
   void *p = malloc_fn(c->size);
