@@ -5,7 +5,7 @@
  * blocks). Then the address space is limited to its present size plus a
  * little, and each API is called with small, large and huge requests until
  * it fails: every failure must be NULL with errno ENOMEM (posix_memalign:
- * ENOMEM returned, *out and errno untouched), a failed realloc must leave
+ * ENOMEM returned and in errno, *out untouched), a failed realloc must leave
  * the old block intact, and everything handed out before the failure must
  * keep its contents. Memory freed under the limit must be reusable under
  * it. Then the limit goes back up and every size range must work again.
