@@ -379,6 +379,8 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool rem
     if (!remote) { /* a remote free was counted by its sender */
       h->n.large_frees++;
       h->n.large_bytes -= s->block_size;
+    } else {
+      h->n.remote_large_back += s->block_size;
     }
     /* (checked build: the guard slice stays inaccessible, the whole span
      * becomes so in quarantine_large) */

@@ -59,6 +59,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   if (s->kind == HZ_SPAN_LARGE) {
     h->n.large_frees++;
     h->n.large_bytes -= s->block_size;
+    h->n.remote_large_sent += s->block_size;
   }
   /* owners are heap-aligned: hash on the bits above the alignment */
   hz_outbox_t *o = &h->outbox[((uintptr_t)owner >> 6) % HZ_OUTBOX];

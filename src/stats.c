@@ -82,7 +82,8 @@ static int stats_get(hz_stats_t *out) {
   hz_class_stats_t *cs = out->classes;
   /* a block may be freed by another heap than its allocator */
   int64_t large_bytes = atomic_load_explicit(&hz_remote_orphan_large_bytes, memory_order_relaxed);
-  uint64_t back[HZ_NCLASS] = {0}, held[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0};
+  int64_t transit_large = -large_bytes; /* large bytes freed, their span not yet back with its owner */
+  uint64_t back[HZ_NCLASS] = {0}, held[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0}, transit_bytes = 0;
   for (int c = 0; c <= HZ_NCLASS; c++) {
     uint64_t orphans = atomic_load_explicit(&hz_remote_orphans[c], memory_order_relaxed);
     if (c < HZ_NCLASS) cs[c].remote_frees = orphans;
@@ -103,6 +104,7 @@ static int stats_get(hz_stats_t *out) {
     out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
     out->large_frees += h->n.large_frees;
     large_bytes += h->n.large_bytes;
+    transit_large += (int64_t)(h->n.remote_large_sent - h->n.remote_large_back);
   }
   out->large_live_bytes = large_bytes > 0 ? (uint64_t)large_bytes : 0;
   hz_arena_live_blocks(live);
@@ -110,7 +112,9 @@ static int stats_get(hz_stats_t *out) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
     /* blocks freed by other threads and not yet back in their span are freed */
     uint64_t transit = (cs[c].remote_frees > back[c] ? cs[c].remote_frees - back[c] : 0) + held[c];
-    live[c] = live[c] > transit ? live[c] - transit : 0;
+    transit = live[c] > transit ? transit : live[c];
+    live[c] -= transit;
+    transit_bytes += transit * hz_class_size((uint32_t)c);
     cs[c].live = live[c] < cs[c].mallocs ? live[c] : cs[c].mallocs;
     cs[c].frees = cs[c].mallocs - cs[c].live;
     out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
@@ -132,6 +136,8 @@ static int stats_get(hz_stats_t *out) {
   /* read after the peak: the resident set may have grown in between */
   if (out->peak_rss < out->current_rss) out->peak_rss = out->current_rss;
   stats_get_usage(out);
+  /* freed blocks still on their way back to their span */
+  out->unused_in_spans += transit_bytes + (transit_large > 0 ? (uint64_t)transit_large : 0);
   return 0;
 }
 
