@@ -142,7 +142,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->recip = hz_class_recip[c];
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
-  s->limit = 0;
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
   s->used = 0;
   s->free = NULL;
   class_blocks_add(h, c, s->capacity);
@@ -168,7 +168,7 @@ static void span_carve(hz_span_t *s) {
   }
   s->free = next;
   s->carved += (uint32_t)n;
-  s->limit = (uint64_t)s->carved * bs;
+  __atomic_store_n(&s->limit, (uint64_t)s->carved * bs, __ATOMIC_RELAXED);
 }
 
 
@@ -278,7 +278,7 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
-  s->limit = 0; /* the fast path refuses its pointers without reading them */
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
   if (large && quarantine_large(h, s)) return;
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;

@@ -140,7 +140,10 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
   uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */
-  uint64_t limit;               /* carved * block_size: no block starts at or past it */
+  /* carved * block_size: no block starts at or past it. Grows while other
+   * threads free blocks of the span: accessed relaxed-atomically (a plain
+   * load on x86-64 and arm64). */
+  uint64_t limit;
   uint32_t block_size;
   uint32_t used;                /* blocks handed out and not yet back */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
@@ -215,7 +218,7 @@ static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
  * whole block); an offset below start wraps and is refused too. */
 static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
   uint64_t off = p - s->start;
-  return off >= s->limit || off * s->recip >= s->recip;
+  return off >= __atomic_load_n(&s->limit, __ATOMIC_RELAXED) || off * s->recip >= s->recip;
 }
 
 /* A block goes back on its span's list (owner only); true when the span
