@@ -28,9 +28,10 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
                   threads/churn threads/lastexit init/ctor init/dlopen misuse/misuse \
                   init/reenter init/fork_stdio init/fork_signal purge/trim purge/errno \
-                  purge/collect)
+                  purge/collect misuse/hardened)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
-                    $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so
+                    $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so \
+                    $(TEST_DIR)/options/libnothreads.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  options/options options/stats stats/report link/link-shared \
@@ -73,6 +74,9 @@ $(TEST_DIR)/heap/collect: tests/heap/collect.c $(TEST_HDRS) $(LIB_SO)
 $(TEST_DIR)/purge/trim_huge-checked: tests/purge/trim_huge.c $(TEST_HDRS) $(LIB_CHECKED)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DHZ_CHECKED_LIB $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
+$(TEST_DIR)/options/libnothreads.so: tests/options/nothreads.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
 
 $(TEST_DIR)/api/api-hz: tests/api/api.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)

@@ -142,6 +142,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->recip = hz_class_recip[c];
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
   s->used = 0;
   s->free = NULL;
   class_blocks_add(h, c, s->capacity);
@@ -159,7 +160,7 @@ static void span_carve(hz_span_t *s) {
   for (size_t i = n; i-- > 0;) {
     hz_block_t *b = (hz_block_t *)(first + i * bs);
     b->next = hz_next_encode(b, next);
-    b->tag = hz_free_tag(b);
+    b->tag = hz_block_tag(b);
 #if HZ_CHECKED
     memset(b + 1, 0xdf, bs - sizeof *b);
 #endif
@@ -167,6 +168,7 @@ static void span_carve(hz_span_t *s) {
   }
   s->free = next;
   s->carved += (uint32_t)n;
+  __atomic_store_n(&s->limit, (uint64_t)s->carved * bs, __ATOMIC_RELAXED);
 }
 
 
@@ -195,6 +197,21 @@ static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
   return s;
 }
 
+/* Checked build: a freed large span is made inaccessible (and marked so in
+ * its segment) until the span's memory is taken again. */
+static void span_protected(hz_span_t *s, bool inaccessible) {
+  hz_segment_t *seg = hz_segment_of((void *)s->start);
+  bool was = false;
+  for (size_t i = s->slice_index, end = i + s->slice_count; i < end;) {
+    size_t w = i / 64, n = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
+    uint64_t bits = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (i % 64);
+    if (inaccessible) atomic_fetch_or_explicit(&seg->protected_mask[w], bits, memory_order_relaxed);
+    else was |= (atomic_fetch_and_explicit(&seg->protected_mask[w], ~bits, memory_order_relaxed) & bits) != 0;
+    i += n;
+  }
+  if (inaccessible || was) hz_os_protect((void *)s->start, s->slice_count * HZ_SLICE_SIZE, !inaccessible);
+}
+
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
@@ -211,6 +228,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
+  if (HZ_CHECKED && s != NULL) span_protected(s, false);
   return s;
 }
 
@@ -221,11 +239,70 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   return s;
 }
 
+#if HZ_CHECKED
+/* ---- quarantine (checked build) ----
+ * Freed small blocks wait in a per-thread FIFO before going back to their
+ * span, so a write through a dangling pointer lands in a free block, not in
+ * the next block handed out, and shows when the block leaves (its fill and
+ * link are verified). Freed large spans, inaccessible, wait in a second
+ * FIFO before the pool may hand their memory out again. */
+static void quarantine_release(hz_heap_t *h, hz_block_t *b) {
+  hz_span_t *s = hz_span_of(b);
+  hz_checked_free_intact(b, s->block_size);
+  h->quarantined[s->cls]--;
+  if (s->heap != h) {
+    hz_remote_free(h, s, b);
+    return;
+  }
+  if (hz_span_push(s, b)) hz_heap_free_slow(h, s);
+}
+
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b) {
+  hz_heap_enter(h);
+  b->next = hz_next_encode(b, NULL);
+  hz_block_retag(b); /* marks it free: a second free is a double free */
+  h->quarantined[hz_span_of(b)->cls]++;
+  hz_block_t *old = h->quarantine[h->quarantine_pos];
+  h->quarantine[h->quarantine_pos] = b;
+  h->quarantine_pos = (h->quarantine_pos + 1) % HZ_QUARANTINE;
+  if (old != NULL) quarantine_release(h, old);
+  hz_heap_leave(h);
+}
+
+static void quarantine_flush(hz_heap_t *h) {
+  for (uint32_t i = 0; i < HZ_QUARANTINE; i++) {
+    hz_block_t *b = h->quarantine[i];
+    h->quarantine[i] = NULL;
+    if (b != NULL) quarantine_release(h, b);
+  }
+  for (uint32_t i = 0; i < HZ_QUARANTINE_LARGE; i++) {
+    if (h->quarantine_large[i] != NULL) hz_arena_free_span(h->quarantine_large[i]);
+    h->quarantine_large[i] = NULL;
+  }
+}
+
+/* A freed large span: inaccessible until the pool hands it out again. */
+static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
+  span_protected(s, true); /* (its pages stay: the pool purges them later, as any free span's) */
+  hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
+  h->quarantine_large[h->quarantine_large_pos] = s;
+  h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;
+  if (old != NULL) hz_arena_free_span(old);
+  return true;
+}
+#else
+static void quarantine_flush(hz_heap_t *h) { (void)h; }
+static bool quarantine_large(hz_heap_t *h, hz_span_t *s) { (void)h; (void)s; return false; }
+#endif
+
 static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
+  bool large = s->kind == HZ_SPAN_LARGE;
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
+  if (large && quarantine_large(h, s)) return;
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
   if (may_cache && n <= HZ_LARGE_MAX_SLICES) {
@@ -282,6 +359,9 @@ static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
 /* ---- malloc slow path ---- */
 static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   hz_block_t *b = s->free;
+#if HZ_CHECKED
+  hz_checked_link(b, s->block_size);
+#endif
   s->free = hz_next_decode(b, b->next);
   s->used++;
   if (!HZ_NOCHECK) b->tag = 0;
@@ -321,17 +401,22 @@ void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
   hz_heap_leave(h);
   if (p) return p;
 oom:
+  hz_verbose("out of memory: no span for %zu-byte blocks", hz_class_size(c));
   errno = ENOMEM;
   return NULL;
 }
 
 /* ---- free slow path: a span became empty, or was full ---- */
-static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool remote) {
   if (s->kind == HZ_SPAN_LARGE) {
-    h->n.large_frees++;
-    if (HZ_LARGE_GUARD)
-      hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
-    h->n.large_bytes -= s->block_size;
+    if (!remote) { /* a remote free was counted by its sender */
+      h->n.large_frees++;
+      h->n.large_bytes -= s->block_size;
+    } else {
+      h->n.remote_large_back += s->block_size;
+    }
+    /* (checked build: the guard slice stays inaccessible, the whole span
+     * becomes so in quarantine_large) */
     heap_retire_span(h, s, may_cache);
     return;
   }
@@ -341,14 +426,15 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
 
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_enter(h);
-  span_after_free(h, s, true);
+  span_after_free(h, s, true, false);
   hz_heap_leave(h);
 }
 
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
-  if (hz_span_push(s, b)) span_after_free(h, s, h->live);
+  h->n.remote_back[s->cls]++;
+  if (hz_span_push(s, b)) span_after_free(h, s, h->live, true);
 }
 
 /* ---- collection, thread exit, adoption ---- */
@@ -431,6 +517,7 @@ static void span_purge_free_blocks(hz_span_t *s) {
  * returns). */
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   hz_heap_enter(h);
+  if (force) quarantine_flush(h);
   hz_remote_flush(h);
   hz_remote_drain(h);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {

@@ -105,15 +105,27 @@ extern uintptr_t hz_key; /* random per process, never 0 */
 static inline uintptr_t hz_free_tag(const void *b) { return hz_key ^ (uintptr_t)b; }
 
 #if HZ_CHECKED
-/* The checked build hides free-list pointers from heap overflows. */
+/* The checked build hides free-list pointers from heap overflows, and its
+ * tag covers the stored link too: a write after free into bytes 0-15 of a
+ * free block shows as a tag that does not match (hz_block_is_free false, and
+ * malloc verifies it before following the link). */
 static inline hz_block_t *hz_next_encode(const hz_block_t *b, hz_block_t *next) {
   return (hz_block_t *)((uintptr_t)next ^ (hz_key * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)b);
 }
 #define hz_next_decode hz_next_encode
+static inline uintptr_t hz_block_tag(const hz_block_t *b) {
+  return hz_free_tag(b) ^ (uintptr_t)b->next * 0xff51afd7ed558ccdull;
+}
+/* Sets the tag after the link changed. */
+static inline void hz_block_retag(hz_block_t *b) { b->tag = hz_block_tag(b); }
 #else
 #define hz_next_encode(b, n) (n)
 #define hz_next_decode(b, n) (n)
+static inline uintptr_t hz_block_tag(const hz_block_t *b) { return hz_free_tag(b); }
+static inline void hz_block_retag(hz_block_t *b) { (void)b; }
 #endif
+/* A block's tag says it is free (a double free, or a use of a freed block). */
+static inline bool hz_block_is_free(const hz_block_t *b) { return b->tag == hz_block_tag(b); }
 
 /* ---- Spans ---- */
 typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
@@ -128,6 +140,10 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
   uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */
+  /* carved * block_size: no block starts at or past it. Grows while other
+   * threads free blocks of the span: accessed relaxed-atomically (a plain
+   * load on x86-64 and arm64). */
+  uint64_t limit;
   uint32_t block_size;
   uint32_t used;                /* blocks handed out and not yet back */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
@@ -137,6 +153,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   uint8_t pinned;               /* the current span of its class: used has +1 */
   uint16_t slice_count;
   uint16_t slice_index;
+  /* Slow-path fields. */
   uint32_t capacity;            /* blocks that fit */
   uint32_t carved;              /* blocks put on free lists so far */
   struct hz_span_s *next, *prev; /* class list or cache list */
@@ -151,6 +168,7 @@ typedef struct hz_segment_s {
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
   uint32_t arena;                      /* index of the pool it belongs to */
+  _Atomic uint64_t protected_mask[HZ_SLICES / 64]; /* checked build: slices made inaccessible */
   struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
   hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
 } hz_segment_t;
@@ -158,7 +176,7 @@ typedef struct hz_segment_s {
 _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice 0");
 
 /* Segment map values. */
-enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
+enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3, HZ_MAP_ZERO = 4 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
 /* Written under different locks (arena, huge) and read by every free with
  * none: single bytes, stored atomically (relaxed); a free of a live block is
@@ -194,17 +212,28 @@ static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
   uint64_t off = p - s->start;
   return off * s->recip >= s->recip;
 }
+/* The fast path's pointer check: p is a block start below the span's carved
+ * limit. One compare more than the divisibility test refuses pointers into
+ * memory never handed out (the not-yet-carved part, the tail past the last
+ * whole block); an offset below start wraps and is refused too. */
+static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
+  uint64_t off = p - s->start;
+  return off >= __atomic_load_n(&s->limit, __ATOMIC_RELAXED) || off * s->recip >= s->recip;
+}
 
 /* A block goes back on its span's list (owner only); true when the span
  * needs the slow path: it became empty, or was full and off its list. */
 static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
   b->next = hz_next_encode(b, s->free);
+  hz_block_retag(b);
   s->free = b;
   return --s->used == 0 || s->unlisted;
 }
 
 /* ---- Heaps (per-thread caches) ---- */
 #define HZ_OUTBOX 8
+#define HZ_QUARANTINE 1024      /* checked build: freed small blocks held back */
+#define HZ_QUARANTINE_LARGE 16  /* checked build: freed large spans held back */
 typedef struct hz_outbox_s {
   struct hz_heap_s *owner;
   hz_block_t *head, *tail;
@@ -217,7 +246,9 @@ typedef struct hz_outbox_s {
 typedef struct hz_heap_counters_s {
   uint64_t malloc[HZ_NCLASS + 1];
   uint64_t large_frees;
-  uint64_t remote_free[HZ_NCLASS + 1];
+  uint64_t remote_free[HZ_NCLASS + 1];   /* blocks this heap freed for other heaps */
+  uint64_t remote_back[HZ_NCLASS + 1];   /* blocks of this heap's spans back from others */
+  uint64_t remote_large_sent, remote_large_back; /* bytes of large blocks, likewise */
   uint64_t refill[HZ_NCLASS + 1];
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
   uint64_t span_blocks_peak[HZ_NCLASS];
@@ -241,6 +272,14 @@ typedef struct hz_heap_s {
   bool live;                            /* owned by a running thread */
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
+#if HZ_CHECKED
+  /* Freed small blocks and large spans wait here before they can be reused
+   * (heap.c, "quarantine"). */
+  hz_block_t *quarantine[HZ_QUARANTINE];
+  hz_span_t *quarantine_large[HZ_QUARANTINE_LARGE];
+  uint32_t quarantine_pos, quarantine_large_pos;
+  uint64_t quarantined[HZ_NCLASS];      /* blocks of each class in quarantine */
+#endif
 } hz_heap_t;
 
 /* Heaps lie side by side in the metadata chunks (heap.c), this far apart:
@@ -325,6 +364,9 @@ void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
+#if HZ_CHECKED
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
+#endif
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
@@ -347,7 +389,12 @@ static inline void hz_heap_leave(hz_heap_t *h) {
   h->busy--;
 }
 
+void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn); /* alloc.c: C++ sized delete */
+
 /* ---- remote.c ---- */
+/* Remote frees by threads with no heap to count them in (exiting threads). */
+extern _Atomic uint64_t hz_remote_orphans[HZ_NCLASS + 1];
+extern _Atomic int64_t hz_remote_orphan_large_bytes;
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
 void hz_remote_flush(hz_heap_t *h);
 bool hz_remote_drain(hz_heap_t *h);
@@ -395,6 +442,7 @@ void hz_verbose(const char *fmt, ...);
 hz_cold void hz_misuse_foreign(const void *p, const char *fn);
 hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn);
 hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
+hz_cold void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn);
 /* Classify a pointer the fast path refused; returns its span or NULL
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
@@ -403,6 +451,12 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #define HZ_LARGE_GUARD HZ_SLICE_SIZE
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
+void hz_checked_link(const hz_block_t *b, size_t block_size); /* before following b's link */
+void hz_checked_free_intact(const hz_block_t *b, size_t block_size); /* link and fill */
+/* 0-byte blocks: 16-byte slots of an inaccessible segment (HZ_MAP_ZERO). */
+void *hz_zero_alloc(void);
+bool hz_zero_valid(const void *p, const char *fn); /* reports misuse when false */
+void hz_zero_free(void *p, const char *fn);
 void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #else
 #define HZ_LARGE_GUARD 0

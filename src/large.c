@@ -38,6 +38,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->block_size = (uint32_t)bs;
   s->recip = hz_recip(slices * HZ_SLICE_SIZE); /* only the span's start is a block */
   s->capacity = s->carved = s->used = 1;
+  __atomic_store_n(&s->limit, bs, __ATOMIC_RELAXED);
   s->unlisted = 1;
   s->free = NULL;
   *zeroed = s->zeroed;

@@ -63,6 +63,7 @@ void *hz_os_map(size_t size, size_t align) {
   if (size + extra < size) return NULL;
   void *p = mmap(NULL, size + extra, PROT_READ | PROT_WRITE, flags, -1, 0);
   count(&hz_os_stats.mmap_calls, 1);
+  if (p == MAP_FAILED) hz_verbose("mmap of %zu bytes failed (errno %d)", size + extra, errno);
   errno = errno_saved; /* callers report ENOMEM themselves */
   if (p == MAP_FAILED) return NULL;
   if (extra) { /* the trimmed ends were never counted as mapped */

@@ -60,17 +60,18 @@ HZ_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
   (void)nt;
   return cxx_new_aligned_nothrow(n, a);
 }
-/* delete / delete[]: plain, sized, aligned, nothrow */
+/* delete / delete[]: plain, sized, aligned, nothrow. The sized forms check
+ * the size against the block (a mismatch is reported like a bad free). */
 HZ_CXX void _ZdlPv(void *p) { hz_free(p); }
 HZ_CXX void _ZdaPv(void *p) { hz_free(p); }
-HZ_CXX void _ZdlPvm(void *p, size_t n) { (void)n; hz_free(p); }
-HZ_CXX void _ZdaPvm(void *p, size_t n) { (void)n; hz_free(p); }
+HZ_CXX void _ZdlPvm(void *p, size_t n) { hz_free_sized_new(p, n, 0, "operator delete"); }
+HZ_CXX void _ZdaPvm(void *p, size_t n) { hz_free_sized_new(p, n, 0, "operator delete[]"); }
 HZ_CXX void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
 HZ_CXX void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
 HZ_CXX void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
 HZ_CXX void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
-HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hz_free(p); }
-HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hz_free(p); }
+HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hz_free_sized_new(p, n, a, "operator delete"); }
+HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hz_free_sized_new(p, n, a, "operator delete[]"); }
 HZ_CXX void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
 HZ_CXX void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
 #endif

@@ -114,6 +114,7 @@ else
     t "threads/stress$sfx" 120 "$l" "$target" "$B/threads/stress"
     t "threads/fork$sfx" 180 "$l" "$target" "$B/threads/fork"
     t "misuse/misuse$sfx" 120 "$l" "$target" "$B/misuse/misuse"
+    t "misuse/hardened$sfx" 120 "$l" "$target" "$B/misuse/hardened"
   }
   core "" "$lib" hakozuna api-hz
   h() { t "$1" "$2" "$lib" hakozuna "${@:3}"; }

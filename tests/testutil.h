@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,6 +148,43 @@ static inline int tu_child(int (*fn)(void *), void *arg, unsigned seconds, char 
   else if (WIFSIGNALED(st)) snprintf(why, why_len, "killed by signal %d", WTERMSIG(st));
   else snprintf(why, why_len, "exit status %d", WEXITSTATUS(st));
   return pid < 0 ? -1 : st;
+}
+
+/* fork() for a child meant to die of misuse: no core dump, killed by SIGALRM
+ * after limit_s, its stderr into a pipe whose read end *err_fd gets (-1 in
+ * the child). Returns fork()'s value. */
+static inline pid_t tu_fork_capturing(int *err_fd, unsigned limit_s) {
+  int errp[2];
+  *err_fd = -1;
+  if (pipe(errp) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    alarm(limit_s);
+    dup2(errp[1], 2);
+    close(errp[0]);
+    *err_fd = -1;
+  } else {
+    *err_fd = errp[0];
+  }
+  close(errp[1]);
+  return pid;
+}
+
+/* Read fd to its end (or cap - 1 bytes) into buf, NUL-terminated. */
+static inline size_t tu_read_all(int fd, char *buf, size_t cap) {
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + len, cap - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    if (len == cap - 1) break;
+  }
+  buf[len] = 0;
+  return len;
 }
 
 #endif /* HZ_TEST_UTIL_H */

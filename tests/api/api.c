@@ -302,9 +302,13 @@ static void test_impossible(const api_t *A) {
     if (A->pvalloc) EXPECT_ENOMEM(A, A->pvalloc(n));
     if (A->posix_memalign) {
       void *out = &out;
+      errno = 0;
       int rc = A->posix_memalign(&out, 64, n);
       CHECKF(rc == ENOMEM && (out == &out || out == NULL),
              "%s posix_memalign(64, %zu) = %d, out %p", A->name, n, rc, out);
+      /* errno too, as glibc does (its tst-malloc-thread-fail relies on it) */
+      CHECKF(errno == ENOMEM, "%s posix_memalign(64, %zu): errno %d, want ENOMEM",
+             A->name, n, errno);
     }
   }
   if (A->pvalloc) /* rounding up to a page overflows */
@@ -315,8 +319,10 @@ static void test_impossible(const api_t *A) {
   if (A->memalign) EXPECT_ENOMEM(A, A->memalign(tu_opaque((size_t)1 << 62), 64));
   if (A->posix_memalign) {
     void *out = &out;
+    errno = 0;
     int rc = A->posix_memalign(&out, tu_opaque((size_t)1 << 62), 64);
-    CHECKF(rc == ENOMEM, "%s posix_memalign(1<<62, 64) = %d", A->name, rc);
+    CHECKF(rc == ENOMEM && errno == ENOMEM, "%s posix_memalign(1<<62, 64) = %d, errno %d",
+           A->name, rc, errno);
   }
 
   /* A failed realloc/reallocarray leaves the old block as it was. */

@@ -163,7 +163,7 @@ for hz in $launchers; do
 	check "$where: run without --stats: nothing on stderr" \
 		sh -c "! '$hz' run -- '$tmp/probe' 2>&1 >/dev/null | grep -q ."
 	check "$where: run --stats passes the exit status" sh -c "'$hz' run --stats -- sh -c 'exit 3'; [ \$? = 3 ]"
-	for bad in "run" "run --option novalue -- true" "run --bogus -- true" "frobnicate"; do
+	for bad in "run" "run --option novalue -- true" "run --option purg_delay=1 -- true" "run --bogus -- true" "frobnicate"; do
 		# shellcheck disable=SC2086 # split on purpose
 		check "$where: 'hakozuna $bad' is an error" sh -c "'$hz' $bad; [ \$? = 2 ]"
 	done

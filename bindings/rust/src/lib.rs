@@ -236,10 +236,12 @@ pub enum Opt {
     Check,
     /// string: the exit report goes to this file (%p: pid)
     StatsFile,
+    /// bytes: larger requests are mapped directly (mallopt M_MMAP_THRESHOLD)
+    MmapThreshold,
 }
 
 /// All options, in the order of `hz_option_t`.
-pub const OPTIONS: [Opt; 10] = [
+pub const OPTIONS: [Opt; 11] = [
     Opt::Verbose,
     Opt::Stats,
     Opt::PurgeDelay,
@@ -250,6 +252,7 @@ pub const OPTIONS: [Opt; 10] = [
     Opt::HugeCache,
     Opt::Check,
     Opt::StatsFile,
+    Opt::MmapThreshold,
 ];
 
 /// An option value the allocator refused (out of range, a string for a
@@ -561,6 +564,7 @@ mod tests {
         }
         assert_eq!(Opt::PurgeDelay.name(), "purge_delay");
         assert_eq!(Opt::StatsFile.name(), "stats_file");
+        assert_eq!(Opt::MmapThreshold.name(), "mmap_threshold");
         // One past the table is refused: OPTIONS is the whole table.
         assert!(unsafe { sys::hz_option_name(OPTIONS.len() as u32) }.is_null());
         let old = Opt::ThreadCache.get();
