@@ -10,6 +10,25 @@
 VERSION   := 0.2.0
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 
+# make TARGET=<triplet> cross-builds with <triplet>-gcc into build/<triplet>/
+# (the same file names; see docs/install.md): aarch64-linux-gnu,
+# x86_64-w64-mingw32.
+TARGET  ?=
+ifneq ($(TARGET),)
+ifeq ($(origin CC),default)
+CC := $(TARGET)-gcc
+endif
+ifeq ($(origin CXX),default)
+CXX := $(TARGET)-g++
+endif
+ifeq ($(origin LD),default)
+LD := $(TARGET)-ld
+endif
+ifeq ($(origin AR),default)
+AR := $(TARGET)-ar
+endif
+BUILD   ?= build/$(TARGET)
+endif
 CC      ?= cc
 BUILD   ?= build
 # (-Wno-missing-field-initializers: table rows leave trailing fields zero on
@@ -62,7 +81,7 @@ $(LIB_CHECKED): $(OBJS_CHECKED)
 $(LIB_NOCHECK): $(OBJS_NOCHECK)
 	$(CC) -shared -Wl,-soname,libhakozuna-nocheck.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
 $(LIB_A): $(OBJS)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 # One relocatable object: linking it overrides malloc in a static program.
 $(LIB_OBJ): $(OBJS)
 	$(LD) -r -o $@ $^
@@ -113,3 +132,4 @@ test: lib
 -include mk/bench.mk
 -include mk/install.mk
 -include mk/reliability.mk
+-include mk/platform.mk

@@ -52,7 +52,7 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
     return NULL;
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
-  hz_init();
+  hz_init(); /* the checked build's guard follows the page size */
   if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
   else p = hz_huge_alloc(n, align, &zeroed);
   if (p != NULL && zero && !zeroed) memset(p, 0, n);

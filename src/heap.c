@@ -34,6 +34,21 @@ static char *hz_meta_next, *hz_meta_end;
 
 static void heap_key_destructor(void *arg);
 
+size_t hz_span_granule = 1;
+
+/* Start-up (init.c), after the options: the page size in use, the OS's or
+ * HAKOZUNA_PAGE_SIZE where that is a larger power of two; spans then cover
+ * whole pages. */
+void hz_heap_page_size_init(void) {
+  size_t want = (size_t)hz_opt(HZ_OPTION_PAGE_SIZE);
+  if (want > hz_os_page_size && (want & (want - 1)) == 0) hz_os_page_size = want;
+  else if (want != 0 && want != hz_os_page_size)
+    hz_warning("HAKOZUNA_PAGE_SIZE=%zu is not a power of two above the OS page size %zu; using %zu", want,
+               hz_os_page_size, hz_os_page_size);
+  hz_options[HZ_OPTION_PAGE_SIZE] = (long)hz_os_page_size;
+  if (hz_os_page_size > HZ_SLICE_SIZE) hz_span_granule = hz_os_page_size / HZ_SLICE_SIZE;
+}
+
 /* Start-up (init.c): class geometry. */
 void hz_heap_init(void) {
   for (size_t i = 0; i <= 1024 / 16; i++)
@@ -151,7 +166,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
  * time keeps a fresh span's footprint small. */
 static void span_carve(hz_span_t *s) {
   size_t bs = s->block_size;
-  size_t n = s->capacity - s->carved, want = 4096 / bs;
+  size_t n = s->capacity - s->carved, want = hz_os_page_size / bs;
   if (want < 4) want = 4;
   if (n > want) n = want;
   uintptr_t first = s->start + s->carved * bs;
@@ -200,7 +215,10 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
-  hz_span_t *s = align == 1 ? cache_pop(h, slices) : NULL;
+  size_t g = hz_span_granule;
+  slices = (slices + g - 1) & ~(g - 1);
+  if (align < g) align = g;
+  hz_span_t *s = align == g ? cache_pop(h, slices) : NULL; /* cached spans are granule-aligned */
   if (s != NULL) {
     s->next = s->prev = NULL;
     s->zeroed = 0;
@@ -329,7 +347,7 @@ oom:
 static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_LARGE) {
     h->n.large_frees++;
-    if (HZ_LARGE_GUARD)
+    if (HZ_CHECKED)
       hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
     h->n.large_bytes -= s->block_size;
     heap_retire_span(h, s, may_cache);

@@ -45,6 +45,7 @@ void hz_init_slow(void) {
   if (hz_key == 0) hz_key = (uintptr_t)hz_os_random(); /* kept if a fork interrupted start-up */
   hz_heap_init();
   hz_options_init();
+  hz_heap_page_size_init();
   hz_arena_init();
   /* ...until here: glibc may allocate in these two (served by the re-entry
    * above). */

@@ -57,8 +57,15 @@
 #define HZ_SLICE_SHIFT 15
 #define HZ_SLICE_SIZE ((size_t)1 << HZ_SLICE_SHIFT)
 #define HZ_SLICES (HZ_SEG_SIZE / HZ_SLICE_SIZE)
-/* The segment map covers the 47-bit user address space, one byte a segment. */
-#define HZ_SEGMAP_LEN ((size_t)1 << (47 - HZ_SEG_SHIFT))
+/* The segment map covers the user address space, one byte a segment: 47 bits
+ * on x86-64; 48 on arm64, whose kernels hand out addresses just below 2^48
+ * (the map is zero pages until segments are made: 64 MiB of address space). */
+#if defined(__aarch64__)
+#define HZ_VA_BITS 48
+#else
+#define HZ_VA_BITS 47
+#endif
+#define HZ_SEGMAP_LEN ((size_t)1 << (HZ_VA_BITS - HZ_SEG_SHIFT))
 
 /* ---- Size classes ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 32 KiB:
@@ -259,7 +266,13 @@ typedef struct hz_os_counters_s {
   _Atomic uint64_t bytes_mapped, bytes_returned;
 } hz_os_counters_t;
 extern hz_os_counters_t hz_os_stats;
+/* The page size the allocator works with: the OS's, or larger when
+ * HAKOZUNA_PAGE_SIZE asks (tests: the geometry of 16/64 KiB-page kernels on
+ * a 4 KiB-page machine). */
 extern size_t hz_os_page_size;
+/* Spans cover whole pages: where a page is larger than a slice (64 KiB pages)
+ * every span is a multiple of this many slices, aligned to it. */
+extern size_t hz_span_granule;
 void hz_os_init(void);
 unsigned hz_os_cpu_count(void);
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
@@ -286,7 +299,9 @@ void hz_os_thread_name(const char *name);
 extern long hz_options[HZ_OPTION_COUNT];
 void hz_options_init(void); /* once; any caller may need the options first */
 void hz_options_late_init(void);
-static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
+/* hz_option_set may run while other threads read: relaxed atomics (plain
+ * loads and stores on x86-64 and arm64) keep that a defined race. */
+static inline long hz_opt(hz_option_t o) { return __atomic_load_n(&hz_options[o], __ATOMIC_RELAXED); }
 bool hz_option_path(hz_option_t o, char *out, size_t size);
 void hz_options_print(FILE *out); /* one line: name=value ... */
 
@@ -328,6 +343,7 @@ bool hz_heaps_cache_left(void);
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
+void hz_heap_page_size_init(void);
 
 /* A heap's owner marks its slow paths (class lists, outboxes, the span cache
  * in flux): after a fork, the child adopts the heaps of threads that did not
@@ -399,8 +415,9 @@ hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #if HZ_CHECKED
-/* Large blocks end on an inaccessible slice, huge blocks on a page. */
-#define HZ_LARGE_GUARD HZ_SLICE_SIZE
+/* Large blocks end on an inaccessible span granule (a slice, or a page where
+ * pages are larger), huge blocks on a page. */
+#define HZ_LARGE_GUARD (hz_span_granule * HZ_SLICE_SIZE)
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
 void hz_checked_on_free(hz_block_t *b, size_t block_size);
@@ -409,7 +426,7 @@ void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #define HZ_CANARY_SIZE 0
 #endif
 /* The inaccessible page after a huge block (checked build only). */
-static inline size_t hz_huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
+static inline size_t hz_huge_guard(void) { return HZ_CHECKED ? hz_os_page_size : 0; }
 
 /* ---- locks ----
  * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's; the huge

@@ -41,7 +41,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->unlisted = 1;
   s->free = NULL;
   *zeroed = s->zeroed;
-  if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
+  if (HZ_CHECKED) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
   h->n.large_bytes += bs;
   h->n.large_bytes_allocated += bs;

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <unistd.h>
 
 static int by_name(const char *name) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -21,7 +22,7 @@ static int by_name(const char *name) {
 static void test_table(void) {
   static const char *const expected[] = {
       "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
-      "thread_cache", "huge_cache", "check", "stats_file"};
+      "thread_cache", "huge_cache", "check", "stats_file", "page_size"};
   CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     hz_option_t o = (hz_option_t)i;
@@ -72,6 +73,13 @@ static void test_set(void) {
   CHECKF(hz_option_set(HZ_OPTION_CHECK, 99) == -1 && errno == EINVAL,
          "check=99 (levels are 0, 1, 2) accepted, errno %d", errno);
   CHECK(hz_option_get(HZ_OPTION_CHECK) == check);
+  /* page_size reads back the page size in use and is fixed once running. */
+  long page = hz_option_get(HZ_OPTION_PAGE_SIZE);
+  CHECKF(page >= sysconf(_SC_PAGESIZE) && (page & (page - 1)) == 0, "page_size %ld", page);
+  errno = 0;
+  CHECKF(hz_option_set(HZ_OPTION_PAGE_SIZE, page * 2) == -1 && errno == EINVAL,
+         "page_size changed while running, errno %d", errno);
+  CHECK(hz_option_get(HZ_OPTION_PAGE_SIZE) == page);
 }
 
 /* String options: the text round-trips, the numeric calls refuse them,
