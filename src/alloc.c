@@ -13,7 +13,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#ifndef _WIN32
 #include <malloc.h>
+#endif
 #include <string.h>
 
 /* ---- malloc ---- */
@@ -241,7 +243,8 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
   return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
 }
 
-#if HZ_OVERRIDE
+/* Windows overrides less, and differently: override_windows.c. */
+#if HZ_OVERRIDE && !defined(_WIN32)
 /* ---- glibc extras that read our own counters ---- */
 static int hz_trim(size_t pad) {
   (void)pad;

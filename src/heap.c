@@ -18,12 +18,14 @@ hz_span_t hz_span_empty;
 #define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
 hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
 static hz_heap_t hz_heap_dead = { .cur = HZ_EMPTY_CUR }; /* after thread exit */
+#ifndef _WIN32 /* Windows: os_windows.c */
 __thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
+#endif
 
 static hz_lock_t hz_heaps_lock = HZ_LOCK_INIT;
 static _Atomic(hz_heap_t *) hz_heaps_all;
 static hz_heap_t *hz_heaps_abandoned;
-static pthread_key_t hz_heap_key;
+static hz_thread_key_t hz_heap_key;
 static _Atomic bool hz_heap_key_ready;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
@@ -527,7 +529,7 @@ HZ_EXPORT void hz_thread_done(void) {
  * interrupted it): then nothing is touched. */
 void hz_heap_fork_child(void) {
   if (hz_lock_lost_in_fork(&hz_heaps_lock)) hz_meta_next = hz_meta_end = NULL; /* maybe half carved */
-  else if (hz_heaps_lock.holder == &hz_lock_me) return;
+  else if (hz_lock_held_here(&hz_heaps_lock)) return;
   hz_heap_t *mine = hz_tls_heap, *abandoned = NULL;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     /* a span cache locked by a lost thread (its owner or the purge thread)

@@ -26,8 +26,12 @@
 
 uintptr_t hz_key;
 _Atomic int hz_init_state; /* 0 not started, 1 running, HZ_INIT_DONE */
+#ifdef _WIN32
+#define hz_init_running_here (*hz_init_running_win_slot()) /* os_windows.c */
+#else
 static __thread bool hz_init_running_here;
 __thread char hz_lock_me;
+#endif
 
 static void fork_child(void);
 

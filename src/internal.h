@@ -22,7 +22,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#else
 #include <pthread.h>
+#endif
 #include "hakozuna.h"
 
 /* Everything declared below is internal to the library: hidden, so other
@@ -30,7 +35,13 @@
  * not relax: two extra instructions per global on the fast paths). */
 #pragma GCC visibility push(hidden)
 
+#ifdef _WIN32
+/* hakozuna.dll exports exactly these (hz_*, C++ operators); malloc & co.
+ * stay private to the static library, see docs/windows.md. */
+#define HZ_EXPORT __attribute__((dllexport))
+#else
 #define HZ_EXPORT __attribute__((visibility("default")))
+#endif
 #define hz_likely(x) __builtin_expect(!!(x), 1)
 #define hz_unlikely(x) __builtin_expect(!!(x), 0)
 #define hz_noinline __attribute__((noinline))
@@ -261,7 +272,34 @@ typedef struct hz_heap_s {
 #define HZ_HEAP_STRIDE ((sizeof(hz_heap_t) + 63) & ~(size_t)63)
 static inline uint32_t hz_heap_slot(const hz_heap_t *h) { return (uint32_t)((uintptr_t)h / HZ_HEAP_STRIDE); }
 
+#ifdef _WIN32
+/* GCC for Windows only knows emulated TLS (a call per access, and a malloc
+ * on a thread's first access, which start-up cannot afford). Thread-locals
+ * are variables of the image's own TLS block instead (os_windows.c: section
+ * .tls, which the loader copies for every thread with its initial value, so
+ * the heap pointer starts as &hz_heap_empty with no check), reached as the
+ * compiler would for native TLS: TEB -> ThreadLocalStoragePointer[_tls_index]
+ * + the variable's offset in the section. */
+extern unsigned int _tls_index;
+#define HZ_WIN_TLS(type, var)                                                 \
+  static inline __attribute__((const)) type *var##_slot(void) {               \
+    type *slot;                                                                \
+    __asm__("movq %%gs:0x58, %0\n\t"                                          \
+            "movl _tls_index(%%rip), %%ecx\n\t"                                \
+            "movq (%0,%%rcx,8), %0\n\t"                                        \
+            "leaq " #var "@SECREL32(%0), %0"                                   \
+            : "=r"(slot) : : "rcx");                                           \
+    return slot;                                                               \
+  }
+HZ_WIN_TLS(struct hz_heap_s *, hz_tls_heap_win)
+HZ_WIN_TLS(bool, hz_init_running_win)
+static inline hz_heap_t **hz_tls_heap_slot(void) { return hz_tls_heap_win_slot(); }
+#define hz_tls_heap (*hz_tls_heap_slot())
+typedef DWORD hz_thread_key_t; /* a fibre-local storage index */
+#else
 extern __thread hz_heap_t *hz_tls_heap;
+typedef pthread_key_t hz_thread_key_t;
+#endif
 extern hz_heap_t hz_heap_empty;  /* what a new thread starts with */
 extern hz_span_t hz_span_empty;
 
@@ -294,8 +332,8 @@ int hz_os_open_report(const char *path); /* -1 on failure */
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
 void hz_os_yield(void);
-bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *));
-void hz_os_thread_key_set(pthread_key_t key, void *value);
+bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *));
+void hz_os_thread_key_set(hz_thread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
 int hz_os_thread_start(void *(*fn)(void *));
 void hz_os_thread_name(const char *name);
@@ -436,10 +474,20 @@ static inline size_t hz_huge_guard(void) { return HZ_CHECKED ? hz_os_page_size :
 /* ---- locks ----
  * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's; the huge
  * cache's alone; nothing that may allocate or wait for another thread is
- * called with one held. A lock remembers its holder (the address of a
- * thread-local, which a forked child keeps): after a fork the child tells
- * a lock a lost thread held, whose data may be torn, from one it holds
- * itself (fork from a signal handler that interrupted the allocator). */
+ * called with one held. */
+#ifdef _WIN32
+/* SRW locks; no fork on Windows, so no holder to remember. */
+typedef struct { SRWLOCK m; } hz_lock_t;
+#define HZ_LOCK_INIT { SRWLOCK_INIT }
+static inline void hz_lock(hz_lock_t *l) { AcquireSRWLockExclusive(&l->m); }
+static inline void hz_unlock(hz_lock_t *l) { ReleaseSRWLockExclusive(&l->m); }
+static inline bool hz_lock_lost_in_fork(hz_lock_t *l) { (void)l; return false; }
+static inline bool hz_lock_held_here(const hz_lock_t *l) { (void)l; return false; }
+#else
+/* A lock remembers its holder (the address of a thread-local, which a forked
+ * child keeps): after a fork the child tells a lock a lost thread held, whose
+ * data may be torn, from one it holds itself (fork from a signal handler
+ * that interrupted the allocator). */
 typedef struct {
   pthread_mutex_t m;
   const void *holder;
@@ -457,6 +505,8 @@ static inline void hz_unlock(hz_lock_t *l) {
 /* In a forked child: true when a thread that did not survive the fork held
  * the lock; it is then made free again, and the caller must rebuild or
  * discard what it protects. */
+/* True when this thread holds l (a fork child asks about the forking thread). */
+static inline bool hz_lock_held_here(const hz_lock_t *l) { return l->holder == &hz_lock_me; }
 static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   if (pthread_mutex_trylock(&l->m) == 0) {
     pthread_mutex_unlock(&l->m);
@@ -467,6 +517,7 @@ static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   l->holder = NULL;
   return true;
 }
+#endif
 
 #pragma GCC visibility pop
 

@@ -13,7 +13,13 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#include <psapi.h>
+#else
 #include <unistd.h>
+#endif
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -103,6 +109,12 @@ static inline double tu_now(void) {
 }
 
 /* Resident set size in bytes, from /proc/self/statm (-1 if unreadable). */
+#ifdef _WIN32
+static inline long tu_rss(void) {
+  PROCESS_MEMORY_COUNTERS pmc;
+  return K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc) ? (long)pmc.WorkingSetSize : -1;
+}
+#else
 static inline long tu_rss(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   long size = 0, resident = -1;
@@ -111,6 +123,7 @@ static inline long tu_rss(void) {
   fclose(f);
   return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
 }
+#endif
 
 /* An environment variable as a number, or def. */
 static inline double tu_env_double(const char *name, double def) {
