@@ -35,8 +35,8 @@ BUILD   ?= build
 ifneq ($(findstring mingw,$(TARGET)),)
 HZ_OS := windows
 CFLAGS_BASE := -std=gnu11 -O2 -g -fexceptions -Wall -Wextra -Wno-unused-parameter \
-               -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
-LDLIBS_LIB := -lbcrypt
+               -D__USE_MINGW_ANSI_STDIO=1 -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
+LDLIBS_LIB := -lbcrypt -static-libgcc # no libgcc_s_seh-1.dll to ship
 SRCS := $(filter-out src/os.c,$(wildcard src/*.c))
 else
 HZ_OS := linux

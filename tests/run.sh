@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # tests/run.sh: runs the test suite (`make test` builds it and calls this).
 #
-#   tests/run.sh [--glibc] [--build DIR] [--emulator CMD] [PATTERN...]
+#   tests/run.sh [--glibc | --windows] [--build DIR] [--emulator CMD] [PATTERN...]
 #
 # Prints one PASS/FAIL/SKIP line per test (a failure also shows the end of
 # its output; the whole of it is in DIR/tests/logs/) and a summary; exits 1
@@ -15,7 +15,9 @@
 # --emulator CMD: the test programs are another architecture's, run as
 # CMD PROGRAM ARGS (tests/platform/qemu-aarch64.sh), which gets the library
 # to preload in HZ_GUEST_PRELOAD; only the test programs run (not the shell
-# tests, which use host tools), with the smaller sizes of $HZ_EMULATED_ENV.
+# tests, which use host tools), with smaller sizes (see test_env below).
+# --windows: the Windows programs (make TARGET=x86_64-w64-mingw32
+# win-test-build), with --emulator tests/platform/wine.sh.
 set -u
 
 build=build
@@ -25,6 +27,7 @@ patterns=()
 while [ $# -gt 0 ]; do
   case $1 in
   --glibc) mode=glibc ;;
+  --windows) mode=windows ;;
   --build) build=$2; shift ;;
   --emulator) emulator=$2; shift ;;
   -h|--help) sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; exit 0 ;;
@@ -129,6 +132,19 @@ if [ $mode = glibc ]; then
   g purge/trim 120 "$B/purge/trim"
   g purge/errno 60 "$B/purge/errno"
   g purge/collect 60 "$B/purge/collect"
+elif [ $mode = windows ]; then
+  # Linked with the static library (malloc redirected) or, api/dll, with the
+  # hz_* names from hakozuna.dll. No fork, preloading or glibc extras there.
+  w() { t "$1" "$2" - hakozuna "${@:3}"; }
+  w api/hz 300 "$B/api/api-hz.exe"
+  w api/dll 300 "$B/api/api-dll.exe"
+  w threads/stress 120 "$B/threads/stress.exe"
+  w threads/churn 120 "$B/threads/churn.exe"
+  w options/options 60 "$B/options/options.exe"
+  w options/stats 120 "$B/options/stats.exe"
+  # smoke runs: they must finish and check their blocks; no timings kept
+  w bench/random_mixed 120 "$B/bench/random_mixed.exe" 200000 400 16 32768
+  w bench/mt_remote 120 "$B/bench/mt_remote.exe" 4 50000 400 16 32768 50
 else
   # The core tests run on both builds: NAME and NAME [checked].
   core() {

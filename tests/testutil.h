@@ -21,6 +21,26 @@
 #include <unistd.h>
 #endif
 
+#ifdef _WIN32
+/* The Windows C runtime has none of these names; the Windows tests link
+ * hakozuna and use its own (docs/windows.md: what is redirected). */
+#include "hakozuna.h"
+#define aligned_alloc hz_aligned_alloc
+#define malloc_usable_size hz_usable_size
+#define malloc_trim(pad) (hz_collect(1), 1)
+#endif
+
+/* The OS page size. */
+static inline size_t tu_page_size(void) {
+#ifdef _WIN32
+  SYSTEM_INFO si;
+  GetSystemInfo(&si);
+  return si.dwPageSize;
+#else
+  return (size_t)sysconf(_SC_PAGESIZE);
+#endif
+}
+
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 

@@ -71,7 +71,9 @@ static const api_t hz_api = {
     hz_free,       hz_usable,        hz_reallocarray,   hz_aligned_alloc,
     hz_posix_memalign, hz_memalign,  hz_valloc,         hz_pvalloc,
 };
-#ifdef _WIN32
+#if defined(HZ_API_ONLY)
+static const api_t *const apis[] = {&hz_api}; /* through hakozuna.dll */
+#elif defined(_WIN32)
 static const api_t *const apis[] = {&std_api, &hz_api};
 #else
 static const api_t *const apis[] = {&std_api, &libc_api, &hz_api};
@@ -804,13 +806,7 @@ static void test_waste(void) {
 #endif
 
 TEST_MAIN() {
-#ifdef _WIN32
-  SYSTEM_INFO si;
-  GetSystemInfo(&si);
-  page = si.dwPageSize;
-#else
-  page = (size_t)sysconf(_SC_PAGESIZE);
-#endif
+  page = tu_page_size();
   for (size_t i = 0; i < NAPIS; i++) {
     const api_t *A = apis[i];
     test_basics(A);

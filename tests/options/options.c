@@ -5,11 +5,11 @@
  *   options get NAME   print the option's value (tests/options/env.sh sets
  *                      HAKOZUNA_<NAME> and reads it back with this) */
 #include "check.h"
+#include "testutil.h"
 #include "hakozuna.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <unistd.h>
 
 static int by_name(const char *name) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -75,7 +75,7 @@ static void test_set(void) {
   CHECK(hz_option_get(HZ_OPTION_CHECK) == check);
   /* page_size reads back the page size in use and is fixed once running. */
   long page = hz_option_get(HZ_OPTION_PAGE_SIZE);
-  CHECKF(page >= sysconf(_SC_PAGESIZE) && (page & (page - 1)) == 0, "page_size %ld", page);
+  CHECKF(page >= (long)tu_page_size() && (page & (page - 1)) == 0, "page_size %ld", page);
   errno = 0;
   CHECKF(hz_option_set(HZ_OPTION_PAGE_SIZE, page * 2) == -1 && errno == EINVAL,
          "page_size changed while running, errno %d", errno);

@@ -5,16 +5,13 @@
 # TARGET=aarch64-linux-gnu) and run under qemu-user, on the default build,
 # the checked build and with 64 KiB pages assumed. `make test` runs it
 # (make test-arm64). Debian's cross compiler, sysroot and qemu-user are
-# installed when missing (as root); otherwise the run is skipped with one line.
+# installed when missing (as root, tests/need.sh); otherwise the run is
+# skipped with a line naming them.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 triplet=aarch64-linux-gnu
-if ! why=$(tests/programs/need.sh aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu \
-    aarch64-linux-gnu-g++:g++-aarch64-linux-gnu \
-    /usr/aarch64-linux-gnu/lib/libc.a:libc6-dev-arm64-cross qemu-aarch64:qemu-user 2>&1); then
-  echo "SKIP  arm64 (qemu): needs gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (${why##*: })"
-  exit 0
-fi
+. tests/platform/lib.sh
+need_tools "arm64 (qemu)" arm64-cross qemu-aarch64
 start=$EPOCHREALTIME
 echo "arm64: make TARGET=$triplet, then the core tests under qemu-aarch64"
 "${MAKE:-make}" -s TARGET=$triplet lib test-build >/dev/null || { echo "FAIL  arm64: cross-build"; exit 1; }

@@ -12,7 +12,9 @@
 #include "testutil.h"
 #include "hakozuna.h"
 
+#ifndef _WIN32
 #include <dlfcn.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,7 +61,11 @@ static void free_left(int t) {
 
 /* Bytes hakozuna holds from the OS, or -1 when malloc is not hakozuna's. */
 static long hz_committed(void) {
+#ifdef _WIN32
+  int (*get)(hz_stats_t *) = hz_stats_get; /* linked */
+#else
   int (*get)(hz_stats_t *) = (int (*)(hz_stats_t *))dlsym(RTLD_DEFAULT, "hz_stats_get");
+#endif
   if (get == NULL) return -1;
   hz_stats_t st;
   memset(&st, 0, sizeof st);
