@@ -327,6 +327,7 @@ uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
 void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
+__attribute__((noreturn)) void hz_os_abort(void); /* after a misuse report */
 int hz_os_pid(void);
 int hz_os_open_report(const char *path); /* -1 on failure */
 size_t hz_os_peak_rss(void);

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -256,3 +257,5 @@ void hz_os_thread_name(const char *name) {
   pthread_setname_np(pthread_self(), name);
   errno = errno_saved;
 }
+
+void hz_os_abort(void) { abort(); }

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <io.h>
 #include <psapi.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 hz_os_counters_t hz_os_stats;
@@ -183,3 +184,11 @@ void hz_os_thread_key_set(hz_thread_key_t key, void *value) { FlsSetValue(key, v
 
 /* No fork on Windows. */
 void hz_os_atfork_child(void (*child)(void)) { (void)child; }
+/* Like abort() without the C runtime's "abnormal program termination"
+ * message (the report is the one line): a program's SIGABRT handler runs,
+ * then the process ends with abort's status, 3. */
+void hz_os_abort(void) {
+  raise(SIGABRT);
+  TerminateProcess(GetCurrentProcess(), 3);
+  for (;;) {}
+}

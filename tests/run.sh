@@ -140,6 +140,7 @@ elif [ $mode = windows ]; then
   w api/dll 300 "$B/api/api-dll.exe"
   w threads/stress 120 "$B/threads/stress.exe"
   w threads/churn 120 "$B/threads/churn.exe"
+  w misuse/misuse 300 "$B/misuse/misuse.exe"
   w options/options 60 "$B/options/options.exe"
   w options/stats 120 "$B/options/stats.exe"
   # smoke runs: they must finish and check their blocks; no timings kept

@@ -22,9 +22,14 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _WIN32
+#include <io.h>
+#else
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#endif
 
 typedef enum { FN_FREE, FN_REALLOC, FN_USABLE } fn_t;
 static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size"};
@@ -42,10 +47,26 @@ typedef struct mcase {
 
 /* Through volatile pointers: the compiler must not see (or warn about) the
  * misuse, nor drop it. */
+#ifdef _WIN32
+/* On Windows free() and realloc() hand pointers hakozuna does not know to
+ * the C runtime (whose blocks they may be): the hz_* names report them. */
+static void (*volatile free_fn)(void *) = hz_free;
+static void *(*volatile realloc_fn)(void *, size_t) = hz_realloc;
+static size_t (*volatile usable_fn)(const void *) = hz_usable_size;
+#define MAP_FAILED NULL
+static void *map_pages(size_t n) { return VirtualAlloc(NULL, n, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE); }
+#else
 static void (*volatile free_fn)(void *) = free;
 static void *(*volatile realloc_fn)(void *, size_t) = realloc;
 static size_t (*volatile usable_fn)(void *) = malloc_usable_size;
+static void *map_pages(size_t n) {
+  return mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+#endif
 static void *(*volatile malloc_fn)(size_t) = malloc;
+
+/* Exit status of a child whose churn reused the block (not the case meant). */
+#define CHURN_REUSED 9
 
 static int info_fd = -1;
 
@@ -79,11 +100,10 @@ static void run_foreign(const mcase_t *c) {
   case FOREIGN_STACK: p = stack_buf + 16; break;
   case FOREIGN_STATIC: p = static_buf + 64; break;
   case FOREIGN_MMAP:
-    p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p = map_pages(4096);
     break;
   case FOREIGN_MMAP_4M: { /* where an allocator might look for a header */
-    char *m = mmap(NULL, 12 * MiB, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *m = map_pages(12 * MiB);
     if (m == MAP_FAILED) _exit(5);
     p = (char *)(((uintptr_t)m + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1)) + 4096;
     break;
@@ -192,14 +212,18 @@ static void run_double_churn(const mcase_t *c) {
   if (!p) _exit(5);
   report(p, p, c->size);
   free_fn(p);
-  if (churn(c->size, p, c->size)) _exit(3);
+  if (churn(c->size, p, c->size)) _exit(CHURN_REUSED);
   call(c->fn, p);
   for (int i = 0; i < 8; i++) free_fn(pins[i]);
 }
 
 static void run_free_sized(const mcase_t *c) {
+#ifdef _WIN32
+  void (*free_sized)(void *, size_t) = hz_free_sized;
+#else
   void (*free_sized)(void *, size_t) =
       (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hz_free_sized");
+#endif
   if (!free_sized) _exit(7);
   void *p = malloc_fn(c->size);
   report(p, p, c->size);
@@ -207,7 +231,7 @@ static void run_free_sized(const mcase_t *c) {
 }
 
 /* ---- the parent's side ---- */
-static size_t read_all(int fd, char *buf, size_t cap) {
+static inline size_t read_all(int fd, char *buf, size_t cap) {
   size_t len = 0;
   for (;;) {
     ssize_t r = read(fd, buf + len, cap - 1 - len);
@@ -220,15 +244,18 @@ static size_t read_all(int fd, char *buf, size_t cap) {
   return len;
 }
 
-/* The number after `key` in msg (hex after "0x", else decimal); -1 if none. */
-static int number_after(const char *msg, const char *key, uintptr_t *out) {
+/* The number after `key` in msg: decimal, or hex after "0x". Pointers (%p)
+ * are always hex: glibc writes 0x, mingw's printf does not. */
+static int parse_after(const char *msg, const char *key, uintptr_t *out, int pointer) {
   const char *s = strstr(msg, key);
   if (!s) return 0;
   s += strlen(key);
   char *end;
-  *out = (uintptr_t)strtoull(s, &end, strncmp(s, "0x", 2) == 0 ? 16 : 10);
+  *out = (uintptr_t)strtoull(s, &end, pointer || strncmp(s, "0x", 2) == 0 ? 16 : 10);
   return end != s;
 }
+static int number_after(const char *msg, const char *key, uintptr_t *out) { return parse_after(msg, key, out, 0); }
+static int pointer_after(const char *msg, const char *key, uintptr_t *out) { return parse_after(msg, key, out, 1); }
 
 static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
                           uintptr_t block, const char *name) {
@@ -246,14 +273,14 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
     return;
   uintptr_t v;
   if (c->expect == EXPECT_DOUBLE) {
-    CHECKF(number_after(msg, "double free of ", &v) && v == passed,
+    CHECKF(pointer_after(msg, "double free of ", &v) && v == passed,
            "%s: stderr \"%s\", want double free of %#lx", name, msg,
            (unsigned long)passed);
     CHECKF(number_after(msg, "(block of ", &v) && v >= c->size,
            "%s: stderr \"%s\", want (block of >= %zu bytes)", name, msg, c->size);
     return;
   }
-  CHECKF(number_after(msg, "invalid pointer ", &v) && v == passed,
+  CHECKF(pointer_after(msg, "invalid pointer ", &v) && v == passed,
          "%s: stderr \"%s\", want invalid pointer %#lx", name, msg,
          (unsigned long)passed);
   if (c->expect == EXPECT_FOREIGN) {
@@ -264,18 +291,80 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   CHECKF(number_after(msg, "(inside a block of ", &v) && v >= c->size,
          "%s: stderr \"%s\", want (inside a block of >= %zu bytes", name, msg,
          c->size);
-  CHECKF(number_after(msg, " bytes at ", &v) && v == block,
+  CHECKF(pointer_after(msg, " bytes at ", &v) && v == block,
          "%s: stderr \"%s\", want the block at %#lx", name, msg,
          (unsigned long)block);
 }
 
-static void run_case(const mcase_t *c) {
+#ifdef _WIN32
+static const char *self_path;
+
+static size_t read_handle(HANDLE h, char *buf, size_t cap) {
+  size_t len = 0;
+  DWORD r;
+  while (len < cap - 1 && ReadFile(h, buf + len, (DWORD)(cap - 1 - len), &r, NULL) && r > 0) len += r;
+  buf[len] = 0;
+  return len;
+}
+
+/* Windows has no fork: the test runs itself with --case N, the report (its
+ * stdout) and stderr in pipes; abort() ends a process with status 3. */
+static int run_child(int index, const char *name, char *info, size_t info_cap, char *msg, size_t msg_cap) {
+  SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+  HANDLE out_r, out_w, err_r, err_w;
+  if (!CHECK(CreatePipe(&out_r, &out_w, &sa, 0) && CreatePipe(&err_r, &err_w, &sa, 0))) return 0;
+  SetHandleInformation(out_r, HANDLE_FLAG_INHERIT, 0);
+  SetHandleInformation(err_r, HANDLE_FLAG_INHERIT, 0);
+  STARTUPINFOA si;
+  memset(&si, 0, sizeof si);
+  si.cb = sizeof si;
+  si.dwFlags = STARTF_USESTDHANDLES;
+  si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+  si.hStdOutput = out_w;
+  si.hStdError = err_w;
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "\"%s\" --case %d", self_path, index);
+  PROCESS_INFORMATION pi;
+  fflush(NULL);
+  int started = CHECKF(CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi),
+                       "%s: CreateProcess(%s) failed (error %lu)", name, cmd, GetLastError());
+  CloseHandle(out_w);
+  CloseHandle(err_w);
+  DWORD status = 0;
+  if (started) {
+    read_handle(out_r, info, info_cap);
+    read_handle(err_r, msg, msg_cap);
+    if (!CHECKF(WaitForSingleObject(pi.hProcess, 20000) == WAIT_OBJECT_0, "%s: child hangs", name))
+      TerminateProcess(pi.hProcess, 99);
+    GetExitCodeProcess(pi.hProcess, &status);
+    CloseHandle(pi.hProcess);
+    CloseHandle(pi.hThread);
+  }
+  CloseHandle(out_r);
+  CloseHandle(err_r);
+  if (!started) return 0;
+  if (status == CHURN_REUSED) {
+    CHECKF(0, "%s: the churn between the frees reused the block's memory: "
+           "this case needs other churn sizes", name);
+    return 0;
+  }
+  return CHECKF(status == 3, "%s: child exited with status %lu, want 3 (abort); stderr: \"%s\"", name,
+                (unsigned long)status, msg);
+}
+#endif
+
+static void run_case(const mcase_t *c, int index) {
   char name[160];
   if (c->expect == EXPECT_FOREIGN)
     snprintf(name, sizeof name, "%s(): %s", fn_names[c->fn], c->what);
   else
     snprintf(name, sizeof name, "%s(): %s, %zu bytes", fn_names[c->fn], c->what,
              c->size);
+  char info[256], msg[4096];
+  (void)index;
+#ifdef _WIN32
+  if (!run_child(index, name, info, sizeof info, msg, sizeof msg)) return;
+#else
   int errp[2], infop[2];
   if (!CHECK(pipe(errp) == 0 && pipe(infop) == 0)) return;
   fflush(NULL);
@@ -294,7 +383,6 @@ static void run_case(const mcase_t *c) {
   }
   close(errp[1]);
   close(infop[1]);
-  char info[256], msg[4096];
   read_all(infop[0], info, sizeof info);
   read_all(errp[0], msg, sizeof msg);
   /* Under qemu-user (the arm64 run) the emulator adds its own line about
@@ -305,7 +393,7 @@ static void run_case(const mcase_t *c) {
   close(errp[0]);
   int st = 0;
   CHECK(waitpid(pid, &st, 0) == pid);
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+  if (WIFEXITED(st) && WEXITSTATUS(st) == CHURN_REUSED) {
     CHECKF(0, "%s: the churn between the frees reused the block's memory: "
            "this case needs other churn sizes", name);
     return;
@@ -315,6 +403,7 @@ static void run_case(const mcase_t *c) {
               WIFSIGNALED(st) ? "killed by signal" : "exited with status",
               WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), msg))
     return;
+#endif
   void *passed = NULL, *block = NULL;
   size_t size = 0;
   if (!CHECKF(sscanf(info, "%p %p %zu", &passed, &block, &size) >= 2,
@@ -323,20 +412,16 @@ static void run_case(const mcase_t *c) {
   check_message(c, msg, (uintptr_t)passed, (uintptr_t)block, name);
 }
 
-TEST_MAIN() {
+/* Every case, in a fixed order (the Windows child finds its case by index). */
+static int make_cases(mcase_t *out) {
   static const size_t sizes[] = {48, 20 * KiB, 200 * KiB, 16 * MiB};
-  int cases = 0;
+  int n = 0;
   for (int fn = FN_FREE; fn <= FN_USABLE; fn++) {
-    for (size_t w = 0; w < FOREIGN_N; w++) {
-      mcase_t c = {foreign_names[w], fn, EXPECT_FOREIGN, w, run_foreign};
-      run_case(&c), cases++;
-    }
-    for (int i = 0; i < 4; i++) {
-      mcase_t c = {"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
-      run_case(&c), cases++;
-    }
-    mcase_t pe = {"pointer past a large block", fn, EXPECT_INSIDE, 40000, run_past_end};
-    run_case(&pe), cases++;
+    for (size_t w = 0; w < FOREIGN_N; w++)
+      out[n++] = (mcase_t){foreign_names[w], fn, EXPECT_FOREIGN, w, run_foreign};
+    for (int i = 0; i < 4; i++)
+      out[n++] = (mcase_t){"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
+    out[n++] = (mcase_t){"pointer past a large block", fn, EXPECT_INSIDE, 40000, run_past_end};
   }
   for (int i = 0; i < 4; i++) {
     const mcase_t cs[] = {
@@ -349,11 +434,26 @@ TEST_MAIN() {
          run_double_remote},
         {"free after realloc(p, 0)", FN_FREE, EXPECT_DOUBLE, sizes[i], run_realloc0},
     };
-    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) run_case(&cs[k]), cases++;
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) out[n++] = cs[k];
   }
-  mcase_t fs = {"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100,
-                run_free_sized};
-  run_case(&fs), cases++;
-  printf("%d misuse cases\n", cases);
+  out[n++] = (mcase_t){"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100, run_free_sized};
+  return n;
+}
+
+TEST_MAIN() {
+  static mcase_t cases[64];
+  int n = make_cases(cases);
+#ifdef _WIN32
+  if (argc == 3 && strcmp(argv[1], "--case") == 0) { /* the child */
+    int i = atoi(argv[2]);
+    if (i < 0 || i >= n) return 2;
+    info_fd = 1;
+    cases[i].run(&cases[i]);
+    _exit(0); /* the misuse went unnoticed */
+  }
+  self_path = argv[0];
+#endif
+  for (int i = 0; i < n; i++) run_case(&cases[i], i);
+  printf("%d misuse cases\n", n);
   return 0;
 }
