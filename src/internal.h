@@ -319,6 +319,11 @@ extern size_t hz_span_granule;
 void hz_os_init(void);
 unsigned hz_os_cpu_count(void);
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
+/* Address space for segments, made usable a segment at a time by
+ * hz_os_commit (Windows charges committed memory against its commit limit;
+ * on Linux a reservation is already usable, pages cost nothing untouched). */
+void *hz_os_reserve(size_t size, size_t align);
+bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
 void hz_os_advise_huge(void *p, size_t size, bool enable);

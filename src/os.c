@@ -77,6 +77,9 @@ void *hz_os_map(size_t size, size_t align) {
   return p;
 }
 
+void *hz_os_reserve(size_t size, size_t align) { return hz_os_map(size, align); }
+bool hz_os_commit(void *p, size_t size) { (void)p, (void)size; return true; }
+
 /* Memory given back with munmap counts as returned, like madvise's. */
 void hz_os_unmap(void *p, size_t size) {
   os_unmap(p, size);

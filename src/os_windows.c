@@ -2,7 +2,8 @@
 /* The platform layer on Windows (x64): the same functions as os.c, on the
  * Win32 API. The Makefile builds one of the two per target.
  *
- * Memory: VirtualAlloc reserves and commits; every mapping is released whole
+ * Memory: VirtualAlloc reserves (segments: a region at a time) and commits
+ * (segments: one at a time, as they are first used); every mapping is released whole
  * (VirtualFree needs the reservation's base, and hakozuna only ever unmaps
  * whole huge blocks). Purging decommits and recommits: the pages go back to
  * the system and read back as zero, which calloc relies on
@@ -40,25 +41,21 @@ unsigned hz_os_cpu_count(void) {
   return n ? (unsigned)n : 1;
 }
 
-static void *os_alloc_at(void *at, size_t size) {
-  return VirtualAlloc(at, size, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
-}
-
 /* Reservations are 64 KiB-aligned; a larger alignment is found by reserving
  * size + align, releasing it and taking the aligned part (another thread may
  * take the hole in between: then try again). */
-void *hz_os_map(size_t size, size_t align) {
+static void *os_alloc(size_t size, size_t align, DWORD type, DWORD protect) {
   int errno_saved = errno;
   void *p = NULL;
   if (align <= os_granularity) {
-    p = os_alloc_at(NULL, size);
+    p = VirtualAlloc(NULL, size, type, protect);
   } else if (size + align > size) {
     for (int tries = 0; tries < 16 && p == NULL; tries++) {
       char *r = VirtualAlloc(NULL, size + align, MEM_RESERVE, PAGE_NOACCESS);
       if (r == NULL) break;
       uintptr_t aligned = ((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1);
       VirtualFree(r, 0, MEM_RELEASE);
-      p = os_alloc_at((void *)aligned, size);
+      p = VirtualAlloc((void *)aligned, size, type, protect);
     }
   }
   atomic_fetch_add_explicit(&hz_os_stats.mmap_calls, 1, memory_order_relaxed);
@@ -66,6 +63,14 @@ void *hz_os_map(size_t size, size_t align) {
   if (p != NULL) atomic_fetch_add_explicit(&hz_os_stats.bytes_mapped, size, memory_order_relaxed);
   return p;
 }
+
+void *hz_os_map(size_t size, size_t align) {
+  return os_alloc(size, align, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+}
+
+void *hz_os_reserve(size_t size, size_t align) { return os_alloc(size, align, MEM_RESERVE, PAGE_NOACCESS); }
+
+bool hz_os_commit(void *p, size_t size) { return VirtualAlloc(p, size, MEM_COMMIT, PAGE_READWRITE) != NULL; }
 
 void hz_os_unmap(void *p, size_t size) {
   if (!VirtualFree(p, 0, MEM_RELEASE))
@@ -184,6 +189,7 @@ void hz_os_thread_key_set(hz_thread_key_t key, void *value) { FlsSetValue(key, v
 
 /* No fork on Windows. */
 void hz_os_atfork_child(void (*child)(void)) { (void)child; }
+
 /* Like abort() without the C runtime's "abnormal program termination"
  * message (the report is the one line): a program's SIGABRT handler runs,
  * then the process ends with abort's status, 3. */
