@@ -22,13 +22,18 @@ WIN_TESTS := $(addprefix $(TEST_DIR)/,api/api-hz.exe threads/stress.exe threads/
 WIN_BENCH := $(addprefix $(TEST_DIR)/bench/,random_mixed.exe mt_remote.exe)
 WIN_LINK  := $(LIB_A) -static -lbcrypt
 WIN_CFLAGS := -D__USE_MINGW_ANSI_STDIO=1 # printf with %zu
-win-test-build: $(WIN_TESTS) $(WIN_BENCH) $(TEST_DIR)/api/api-dll.exe $(TEST_DIR)/api/hakozuna.dll
+# std::thread needs the posix thread model of Debian's mingw g++.
+WIN_CXX   := $(TARGET)-g++-posix
+win-test-build: $(TEST_DIR)/api/cxx.exe $(WIN_TESTS) $(WIN_BENCH) $(TEST_DIR)/api/api-dll.exe $(TEST_DIR)/api/hakozuna.dll
 $(TEST_DIR)/api/api-hz.exe: tests/api/api.c $(TEST_HDRS) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $(WIN_CFLAGS) -DHZ_API $< -o $@ $(WIN_LINK)
 $(TEST_DIR)/api/api-dll.exe: tests/api/api.c $(TEST_HDRS) $(LIB_DLL)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $(WIN_CFLAGS) -DHZ_API -DHZ_API_ONLY -DCHECK_NO_TARGET $< -o $@ -L$(BUILD) -l:libhakozuna.dll.a -static
+$(TEST_DIR)/api/cxx.exe: tests/api/cxx.cc $(TEST_HDRS) $(LIB_A)
+	@mkdir -p $(@D)
+	$(WIN_CXX) $(TEST_CXXFLAGS) $(WIN_CFLAGS) $< -o $@ $(WIN_LINK)
 $(TEST_DIR)/api/hakozuna.dll: $(LIB_DLL) # found next to the program
 	@mkdir -p $(@D)
 	cp $< $@

@@ -145,7 +145,7 @@ cap_arm64-cross() {
 pkgs_arm64-cross() { echo gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross; }
 cap_qemu-aarch64() { qemu-aarch64 --version >/dev/null 2>&1; }
 pkgs_qemu-aarch64() { echo qemu-user; }
-cap_mingw() { compiles_static x86_64-w64-mingw32-gcc -x c && compiles_static x86_64-w64-mingw32-g++ -x c++; }
+cap_mingw() { compiles_static x86_64-w64-mingw32-gcc -x c && compiles_static x86_64-w64-mingw32-g++-posix -x c++; }
 pkgs_mingw() { echo mingw-w64; }
 # Debian's wine64 puts the loader in /usr/lib/wine (the wine package adds
 # the wrappers on PATH).

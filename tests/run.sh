@@ -138,6 +138,7 @@ elif [ $mode = windows ]; then
   w() { t "$1" "$2" - hakozuna "${@:3}"; }
   w api/hz 300 "$B/api/api-hz.exe"
   w api/dll 300 "$B/api/api-dll.exe"
+  w api/cxx 120 "$B/api/cxx.exe"
   w threads/stress 120 "$B/threads/stress.exe"
   w threads/churn 120 "$B/threads/churn.exe"
   w misuse/misuse 300 "$B/misuse/misuse.exe"
