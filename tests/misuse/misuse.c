@@ -16,6 +16,7 @@
  * realloc(p, 0); hz_free_sized with a wrong size. Runs on hakozuna only. */
 #include "check.h"
 #include "testutil.h"
+#include "hakozuna.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -203,8 +204,22 @@ static int churn(size_t target, const char *blk, size_t n) {
   return reused;
 }
 
+/* A freed huge block is known as freed until the purge delay unmaps it (a
+ * second free after that meets memory that is no longer hakozuna's, and
+ * reports a foreign pointer): the churn may take longer than the default
+ * 100 ms on a slow or emulated machine, so the child waits a minute. */
+static void keep_freed_blocks(void) {
+#ifdef _WIN32
+  int (*set)(hz_option_t, long) = hz_option_set;
+#else
+  int (*set)(int, long) = (int (*)(int, long))dlsym(RTLD_DEFAULT, "hz_option_set");
+#endif
+  if (set) set(HZ_OPTION_PURGE_DELAY, 60000);
+}
+
 static void run_double_churn(const mcase_t *c) {
   void *pins[8];
+  keep_freed_blocks();
   churn(c->size, NULL, 0);
   for (int i = 0; i < 4; i++) pins[i] = malloc_fn(c->size);
   void *p = malloc_fn(c->size);
