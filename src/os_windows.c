@@ -29,7 +29,15 @@ static size_t os_granularity = 65536; /* where VirtualAlloc places reservations 
 __attribute__((section(".tls$HZ"), used)) hz_heap_t *hz_tls_heap_win = &hz_heap_empty;
 __attribute__((section(".tls$HZ"), used)) bool hz_init_running_win; /* init.c's hz_init_running_here */
 
+/* Windows 10 1607 and later name threads (debuggers, ETW). Looked up at
+ * start-up: GetProcAddress takes the loader lock, which a thread exiting
+ * (whose FLS callback may wait for an allocator lock) can hold. */
+typedef HRESULT(WINAPI *set_description_t)(HANDLE, PCWSTR);
+static set_description_t os_set_description;
+
 void hz_os_init(void) {
+  HMODULE k32 = GetModuleHandleW(L"kernel32.dll");
+  if (k32) os_set_description = (set_description_t)(void (*)(void))GetProcAddress(k32, "SetThreadDescription");
   SYSTEM_INFO si;
   GetSystemInfo(&si);
   if (si.dwPageSize) hz_os_page_size = si.dwPageSize;
@@ -163,11 +171,10 @@ int hz_os_thread_start(void *(*fn)(void *)) {
   return 0;
 }
 
-/* Windows 10 1607 and later name threads (debuggers, ETW). */
+/* The purge thread names itself (a detached thread may be gone by the time
+ * its creator would name it); the function was looked up at start-up. */
 void hz_os_thread_name(const char *name) {
-  typedef HRESULT(WINAPI * set_description_t)(HANDLE, PCWSTR);
-  set_description_t set = (set_description_t)(void (*)(void))GetProcAddress(GetModuleHandleW(L"kernel32.dll"),
-                                                                            "SetThreadDescription");
+  set_description_t set = os_set_description;
   if (set == NULL) return;
   wchar_t w[32];
   size_t i = 0;
