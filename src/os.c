@@ -2,6 +2,8 @@
 /* The platform layer: every call into the kernel goes through here, so the
  * rest of the allocator is portable and the calls are counted for stats. */
 #define _GNU_SOURCE
+/* Windows has src/os_windows.c. */
+#ifndef _WIN32
 #include "internal.h"
 
 #include <errno.h>
@@ -262,3 +264,4 @@ void hz_os_thread_name(const char *name) {
 }
 
 void hz_os_abort(void) { abort(); }
+#endif

@@ -9,6 +9,8 @@
  * the system and read back as zero, which calloc relies on
  * (DiscardVirtualMemory and MEM_RESET keep the old contents, undefined).
  * Thread exit: a fibre-local-storage callback. No fork. */
+/* Built only for Windows: elsewhere a build that takes every source gets nothing here. */
+#ifdef _WIN32
 #include "internal.h"
 
 #include <bcrypt.h>
@@ -205,3 +207,4 @@ void hz_os_abort(void) {
   TerminateProcess(GetCurrentProcess(), 3);
   for (;;) {}
 }
+#endif

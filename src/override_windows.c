@@ -9,6 +9,8 @@
  * are declared dllimport, so calls to them never reach a definition here:
  * they stay the runtime's. Not in hakozuna.dll's exports: the DLL offers
  * the hz_* names. */
+/* Built only for Windows. */
+#ifdef _WIN32
 #include "internal.h"
 
 #if HZ_OVERRIDE
@@ -51,4 +53,5 @@ void free(void *p) {
 void *realloc(void *p, size_t n) {
   return hz_unlikely(foreign(p)) ? crt_get().realloc(p, n) : hz_realloc(p, n);
 }
+#endif
 #endif
