@@ -25,6 +25,7 @@
 
 hz_os_counters_t hz_os_stats;
 size_t hz_os_page_size = 4096;
+static size_t os_real_page_size = 4096; /* hz_os_page_size may be assumed larger */
 
 static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
@@ -33,7 +34,7 @@ static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c
  * sysconf, and a preloaded sysconf may too). */
 void hz_os_init(void) {
   unsigned long ps = getauxval(AT_PAGESZ);
-  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = (size_t)ps;
+  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = os_real_page_size = (size_t)ps;
 }
 
 /* CPUs this process may run on, without allocating (sysconf's CPU count
@@ -165,7 +166,7 @@ size_t hz_os_rss(void) {
       while (*q && *q != ' ') q++;
       while (*q == ' ') q++;
       while (*q >= '0' && *q <= '9') rss = rss * 10 + (size_t)(*q++ - '0');
-      rss *= hz_os_page_size;
+      rss *= os_real_page_size;
     }
   }
   errno = errno_saved;
