@@ -236,10 +236,12 @@ pub enum Opt {
     Check,
     /// string: the exit report goes to this file (%p: pid)
     StatsFile,
+    /// assume pages this large (a power of two); 0: the OS's
+    PageSize,
 }
 
 /// All options, in the order of `hz_option_t`.
-pub const OPTIONS: [Opt; 10] = [
+pub const OPTIONS: [Opt; 11] = [
     Opt::Verbose,
     Opt::Stats,
     Opt::PurgeDelay,
@@ -250,6 +252,7 @@ pub const OPTIONS: [Opt; 10] = [
     Opt::HugeCache,
     Opt::Check,
     Opt::StatsFile,
+    Opt::PageSize,
 ];
 
 /// An option value the allocator refused (out of range, a string for a
