@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #ifdef _WIN32
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #include <psapi.h>
 #else
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
 
@@ -162,6 +162,7 @@ static inline int tu_threads(void) {
   return n;
 }
 
+#ifndef _WIN32 /* no fork on Windows */
 /* fn(arg) in a forked child, which an alarm ends after `seconds` (a hang
  * shows as SIGALRM) and which leaves with _exit(fn's result). Returns the
  * wait status, and describes it in why (when not a clean exit 0). */
@@ -181,5 +182,6 @@ static inline int tu_child(int (*fn)(void *), void *arg, unsigned seconds, char 
   else snprintf(why, why_len, "exit status %d", WEXITSTATUS(st));
   return pid < 0 ? -1 : st;
 }
+#endif
 
 #endif /* HZ_TEST_UTIL_H */
