@@ -53,7 +53,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
 /* realloc: a large block grows into the unused rest of its span. Not in the
  * checked build, whose guard would have to move. */
 bool hz_large_grow(void *p, size_t size) {
-  if (HZ_LARGE_GUARD || hz_segmap_get(p) != HZ_MAP_SPANS) return false;
+  if (HZ_CHECKED || hz_segmap_get(p) != HZ_MAP_SPANS) return false;
   hz_span_t *s = hz_span_of(p);
   if (s->kind != HZ_SPAN_LARGE || size > (size_t)s->slice_count * HZ_SLICE_SIZE) return false;
   size_t bs = hz_large_block_size(size);
