@@ -81,6 +81,7 @@ typedef enum hz_option_e {
   HZ_OPTION_CHECK,            /* on misuse: 1 report and abort (default), 0 report and go on */
   HZ_OPTION_STATS_FILE,       /* string: the exit report goes to this file (%p: pid) */
   HZ_OPTION_MMAP_THRESHOLD,   /* bytes: larger requests are mapped directly (mallopt M_MMAP_THRESHOLD) */
+  HZ_OPTION_PAGE_SIZE,        /* assume pages this large (a power of two); 0: the OS's */
   HZ_OPTION_COUNT
 } hz_option_t;
 

@@ -41,8 +41,12 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
 # as root on a bare machine, else make stops on a line naming the package.
+# (Cross builds run their programs elsewhere: tests/platform/*.sh check
+# their compilers, tests/need.sh arm64-cross and mingw.)
 test-need:
+ifeq ($(TARGET),)
 	@CC='$(CC)' CXX='$(CXX)' $(HZ_NEED) cc cxx python3
+endif
 $(TEST_GENERIC_ALL) $(TEST_LINKED): | test-need
 test: test-run
 test-run: test-need lib test-build

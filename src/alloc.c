@@ -13,7 +13,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#ifndef _WIN32
 #include <malloc.h>
+#endif
 #include <string.h>
 
 /* ---- malloc ---- */
@@ -62,7 +64,7 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
     return NULL;
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
-  hz_init();
+  hz_init(); /* the checked build's guard follows the page size */
   if (!goes_huge(n, align)) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
   else p = hz_huge_alloc(n, align, &zeroed);
   if (p == NULL) hz_verbose("out of memory: a request of %zu bytes failed", n);
@@ -315,7 +317,8 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
   return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
 }
 
-#if HZ_OVERRIDE
+/* Windows overrides less, and differently: override_windows.c. */
+#if HZ_OVERRIDE && !defined(_WIN32)
 /* ---- glibc extras that read our own counters ---- */
 static int hz_trim(size_t pad) {
   (void)pad;

@@ -48,7 +48,7 @@ void hz_fatal(const char *fmt, ...) {
   va_start(ap, fmt);
   vreport("", fmt, ap);
   va_end(ap);
-  abort();
+  hz_os_abort();
 }
 
 void hz_warning(const char *fmt, ...) {
@@ -72,7 +72,7 @@ static void misuse(const char *fmt, ...) {
   va_start(ap, fmt);
   vreport("", fmt, ap);
   va_end(ap);
-  if (hz_opt(HZ_OPTION_CHECK) != 0) abort();
+  if (hz_opt(HZ_OPTION_CHECK) != 0) hz_os_abort();
 }
 
 void hz_misuse_foreign(const void *p, const char *fn) {

@@ -18,12 +18,14 @@ hz_span_t hz_span_empty;
 #define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
 hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
 static hz_heap_t hz_heap_dead = { .cur = HZ_EMPTY_CUR }; /* after thread exit */
+#ifndef _WIN32 /* Windows: os_windows.c */
 __thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
+#endif
 
 static hz_lock_t hz_heaps_lock = HZ_LOCK_INIT;
 static _Atomic(hz_heap_t *) hz_heaps_all;
 static hz_heap_t *hz_heaps_abandoned;
-static pthread_key_t hz_heap_key;
+static hz_thread_key_t hz_heap_key;
 static _Atomic bool hz_heap_key_ready;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
@@ -33,6 +35,21 @@ const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 
 static char *hz_meta_next, *hz_meta_end;
 
 static void heap_key_destructor(void *arg);
+
+size_t hz_span_granule = 1;
+
+/* Start-up (init.c), after the options: the page size in use, the OS's or
+ * HAKOZUNA_PAGE_SIZE where that is a larger power of two; spans then cover
+ * whole pages. */
+void hz_heap_page_size_init(void) {
+  size_t want = (size_t)hz_opt(HZ_OPTION_PAGE_SIZE);
+  if (want > hz_os_page_size && (want & (want - 1)) == 0) hz_os_page_size = want;
+  else if (want != 0 && want != hz_os_page_size)
+    hz_warning("HAKOZUNA_PAGE_SIZE=%zu is not a power of two above the OS page size %zu; using %zu", want,
+               hz_os_page_size, hz_os_page_size);
+  hz_options[HZ_OPTION_PAGE_SIZE] = (long)hz_os_page_size;
+  if (hz_os_page_size > HZ_SLICE_SIZE) hz_span_granule = hz_os_page_size / HZ_SLICE_SIZE;
+}
 
 /* Start-up (init.c): class geometry. */
 void hz_heap_init(void) {
@@ -152,7 +169,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
  * time keeps a fresh span's footprint small. */
 static void span_carve(hz_span_t *s) {
   size_t bs = s->block_size;
-  size_t n = s->capacity - s->carved, want = 4096 / bs;
+  size_t n = s->capacity - s->carved, want = hz_os_page_size / bs;
   if (want < 4) want = 4;
   if (n > want) n = want;
   uintptr_t first = s->start + s->carved * bs;
@@ -217,7 +234,10 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
-  hz_span_t *s = align == 1 ? cache_pop(h, slices) : NULL;
+  size_t g = hz_span_granule;
+  slices = (slices + g - 1) & ~(g - 1);
+  if (align < g) align = g;
+  hz_span_t *s = align == g ? cache_pop(h, slices) : NULL; /* cached spans are granule-aligned */
   if (s != NULL) {
     s->next = s->prev = NULL;
     s->zeroed = 0;
@@ -596,7 +616,7 @@ HZ_EXPORT void hz_thread_done(void) {
  * interrupted it): then nothing is touched. */
 void hz_heap_fork_child(void) {
   if (hz_lock_lost_in_fork(&hz_heaps_lock)) hz_meta_next = hz_meta_end = NULL; /* maybe half carved */
-  else if (hz_heaps_lock.holder == &hz_lock_me) return;
+  else if (hz_lock_held_here(&hz_heaps_lock)) return;
   hz_heap_t *mine = hz_tls_heap, *abandoned = NULL;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     /* a span cache locked by a lost thread (its owner or the purge thread)

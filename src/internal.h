@@ -22,10 +22,26 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#else
 #include <pthread.h>
+#endif
 #include "hakozuna.h"
 
+/* Everything declared below is internal to the library: hidden, so other
+ * files reach it directly, not through the GOT (which the arm64 linker does
+ * not relax: two extra instructions per global on the fast paths). */
+#pragma GCC visibility push(hidden)
+
+#ifdef _WIN32
+/* hakozuna.dll exports exactly these (hz_*, C++ operators); malloc & co.
+ * stay private to the static library, see docs/windows.md. */
+#define HZ_EXPORT __attribute__((dllexport))
+#else
 #define HZ_EXPORT __attribute__((visibility("default")))
+#endif
 #define hz_likely(x) __builtin_expect(!!(x), 1)
 #define hz_unlikely(x) __builtin_expect(!!(x), 0)
 #define hz_noinline __attribute__((noinline))
@@ -57,8 +73,15 @@
 #define HZ_SLICE_SHIFT 15
 #define HZ_SLICE_SIZE ((size_t)1 << HZ_SLICE_SHIFT)
 #define HZ_SLICES (HZ_SEG_SIZE / HZ_SLICE_SIZE)
-/* The segment map covers the 47-bit user address space, one byte a segment. */
-#define HZ_SEGMAP_LEN ((size_t)1 << (47 - HZ_SEG_SHIFT))
+/* The segment map covers the user address space, one byte a segment: 47 bits
+ * on x86-64; 48 on arm64, whose kernels hand out addresses just below 2^48
+ * (the map is zero pages until segments are made: 64 MiB of address space). */
+#if defined(__aarch64__)
+#define HZ_VA_BITS 48
+#else
+#define HZ_VA_BITS 47
+#endif
+#define HZ_SEGMAP_LEN ((size_t)1 << (HZ_VA_BITS - HZ_SEG_SHIFT))
 
 /* ---- Size classes ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 32 KiB:
@@ -288,7 +311,34 @@ typedef struct hz_heap_s {
 #define HZ_HEAP_STRIDE ((sizeof(hz_heap_t) + 63) & ~(size_t)63)
 static inline uint32_t hz_heap_slot(const hz_heap_t *h) { return (uint32_t)((uintptr_t)h / HZ_HEAP_STRIDE); }
 
+#ifdef _WIN32
+/* GCC for Windows only knows emulated TLS (a call per access, and a malloc
+ * on a thread's first access, which start-up cannot afford). Thread-locals
+ * are variables of the image's own TLS block instead (os_windows.c: section
+ * .tls, which the loader copies for every thread with its initial value, so
+ * the heap pointer starts as &hz_heap_empty with no check), reached as the
+ * compiler would for native TLS: TEB -> ThreadLocalStoragePointer[_tls_index]
+ * + the variable's offset in the section. */
+extern unsigned int _tls_index;
+#define HZ_WIN_TLS(type, var)                                                 \
+  static inline __attribute__((const)) type *var##_slot(void) {               \
+    type *slot;                                                                \
+    __asm__("movq %%gs:0x58, %0\n\t"                                          \
+            "movl _tls_index(%%rip), %%ecx\n\t"                                \
+            "movq (%0,%%rcx,8), %0\n\t"                                        \
+            "leaq " #var "@SECREL32(%0), %0"                                   \
+            : "=r"(slot) : : "rcx");                                           \
+    return slot;                                                               \
+  }
+HZ_WIN_TLS(struct hz_heap_s *, hz_tls_heap_win)
+HZ_WIN_TLS(bool, hz_init_running_win)
+static inline hz_heap_t **hz_tls_heap_slot(void) { return hz_tls_heap_win_slot(); }
+#define hz_tls_heap (*hz_tls_heap_slot())
+typedef DWORD hz_thread_key_t; /* a fibre-local storage index */
+#else
 extern __thread hz_heap_t *hz_tls_heap;
+typedef pthread_key_t hz_thread_key_t;
+#endif
 extern hz_heap_t hz_heap_empty;  /* what a new thread starts with */
 extern hz_span_t hz_span_empty;
 
@@ -298,10 +348,21 @@ typedef struct hz_os_counters_s {
   _Atomic uint64_t bytes_mapped, bytes_returned;
 } hz_os_counters_t;
 extern hz_os_counters_t hz_os_stats;
+/* The page size the allocator works with: the OS's, or larger when
+ * HAKOZUNA_PAGE_SIZE asks (tests: the geometry of 16/64 KiB-page kernels on
+ * a 4 KiB-page machine). */
 extern size_t hz_os_page_size;
+/* Spans cover whole pages: where a page is larger than a slice (64 KiB pages)
+ * every span is a multiple of this many slices, aligned to it. */
+extern size_t hz_span_granule;
 void hz_os_init(void);
 unsigned hz_os_cpu_count(void);
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
+/* Address space for segments, made usable a segment at a time by
+ * hz_os_commit (Windows charges committed memory against its commit limit;
+ * on Linux a reservation is already usable, pages cost nothing untouched). */
+void *hz_os_reserve(size_t size, size_t align);
+bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
 void hz_os_advise_huge(void *p, size_t size, bool enable);
@@ -310,13 +371,14 @@ uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
 void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
+__attribute__((noreturn)) void hz_os_abort(void); /* after a misuse report */
 int hz_os_pid(void);
 int hz_os_open_report(const char *path); /* -1 on failure */
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
 void hz_os_yield(void);
-bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *));
-void hz_os_thread_key_set(pthread_key_t key, void *value);
+bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *));
+void hz_os_thread_key_set(hz_thread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
 int hz_os_thread_start(void *(*fn)(void *));
 void hz_os_thread_name(const char *name);
@@ -325,7 +387,9 @@ void hz_os_thread_name(const char *name);
 extern long hz_options[HZ_OPTION_COUNT];
 void hz_options_init(void); /* once; any caller may need the options first */
 void hz_options_late_init(void);
-static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
+/* hz_option_set may run while other threads read: relaxed atomics (plain
+ * loads and stores on x86-64 and arm64) keep that a defined race. */
+static inline long hz_opt(hz_option_t o) { return __atomic_load_n(&hz_options[o], __ATOMIC_RELAXED); }
 bool hz_option_path(hz_option_t o, char *out, size_t size);
 void hz_options_print(FILE *out); /* one line: name=value ... */
 
@@ -370,6 +434,7 @@ void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small bl
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
+void hz_heap_page_size_init(void);
 
 /* A heap's owner marks its slow paths (class lists, outboxes, the span cache
  * in flux): after a fork, the child adopts the heaps of threads that did not
@@ -447,8 +512,9 @@ hz_cold void hz_misuse_size(const void *p, size_t given, size_t size, const char
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #if HZ_CHECKED
-/* Large blocks end on an inaccessible slice, huge blocks on a page. */
-#define HZ_LARGE_GUARD HZ_SLICE_SIZE
+/* Large blocks end on an inaccessible span granule (a slice, or a page where
+ * pages are larger), huge blocks on a page. */
+#define HZ_LARGE_GUARD (hz_span_granule * HZ_SLICE_SIZE)
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
 void hz_checked_link(const hz_block_t *b, size_t block_size); /* before following b's link */
@@ -463,15 +529,25 @@ void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #define HZ_CANARY_SIZE 0
 #endif
 /* The inaccessible page after a huge block (checked build only). */
-static inline size_t hz_huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
+static inline size_t hz_huge_guard(void) { return HZ_CHECKED ? hz_os_page_size : 0; }
 
 /* ---- locks ----
  * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's; the huge
  * cache's alone; nothing that may allocate or wait for another thread is
- * called with one held. A lock remembers its holder (the address of a
- * thread-local, which a forked child keeps): after a fork the child tells
- * a lock a lost thread held, whose data may be torn, from one it holds
- * itself (fork from a signal handler that interrupted the allocator). */
+ * called with one held. */
+#ifdef _WIN32
+/* SRW locks; no fork on Windows, so no holder to remember. */
+typedef struct { SRWLOCK m; } hz_lock_t;
+#define HZ_LOCK_INIT { SRWLOCK_INIT }
+static inline void hz_lock(hz_lock_t *l) { AcquireSRWLockExclusive(&l->m); }
+static inline void hz_unlock(hz_lock_t *l) { ReleaseSRWLockExclusive(&l->m); }
+static inline bool hz_lock_lost_in_fork(hz_lock_t *l) { (void)l; return false; }
+static inline bool hz_lock_held_here(const hz_lock_t *l) { (void)l; return false; }
+#else
+/* A lock remembers its holder (the address of a thread-local, which a forked
+ * child keeps): after a fork the child tells a lock a lost thread held, whose
+ * data may be torn, from one it holds itself (fork from a signal handler
+ * that interrupted the allocator). */
 typedef struct {
   pthread_mutex_t m;
   const void *holder;
@@ -489,6 +565,8 @@ static inline void hz_unlock(hz_lock_t *l) {
 /* In a forked child: true when a thread that did not survive the fork held
  * the lock; it is then made free again, and the caller must rebuild or
  * discard what it protects. */
+/* True when this thread holds l (a fork child asks about the forking thread). */
+static inline bool hz_lock_held_here(const hz_lock_t *l) { return l->holder == &hz_lock_me; }
 static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   if (pthread_mutex_trylock(&l->m) == 0) {
     pthread_mutex_unlock(&l->m);
@@ -499,5 +577,8 @@ static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   l->holder = NULL;
   return true;
 }
+#endif
+
+#pragma GCC visibility pop
 
 #endif /* HZ_INTERNAL_H */

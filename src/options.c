@@ -39,6 +39,9 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                             "write the exit report to this file instead of stderr (implies stats; %p: the pid)", ""},
   [HZ_OPTION_MMAP_THRESHOLD] = {"mmap_threshold", HZ_LARGE_MAX, HZ_SMALL_MAX, HZ_LARGE_MAX, "bytes",
                                 "requests larger than this are mapped directly (huge blocks); smaller ones share spans"},
+  [HZ_OPTION_PAGE_SIZE] = {"page_size", 0, 0, 65536, "bytes",
+                           "assume pages this large, a power of two above the OS's (tests the 16/64 KiB-page "
+                           "geometry on 4 KiB pages); 0: the OS's. Fixed at start-up: reads back the size in use"},
 };
 
 long hz_options[HZ_OPTION_COUNT];
@@ -144,7 +147,7 @@ void hz_options_late_init(void) {
 HZ_EXPORT long hz_option_get(hz_option_t o) {
   if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
   hz_options_init();
-  return hz_options[o];
+  return hz_opt(o);
 }
 
 HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
@@ -152,7 +155,9 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
   hz_options_init();
   const hz_option_desc_t *d = &hz_option_table[o];
   if (hz_option_is_string(o) || value < d->min || value > d->max) { errno = EINVAL; return -1; }
-  hz_options[o] = value;
+  /* the geometry follows the page size: it cannot change once running */
+  if (o == HZ_OPTION_PAGE_SIZE && value != hz_options[o]) { errno = EINVAL; return -1; }
+  __atomic_store_n(&hz_options[o], value, __ATOMIC_RELAXED);
   return 0;
 }
 

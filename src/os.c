@@ -2,6 +2,8 @@
 /* The platform layer: every call into the kernel goes through here, so the
  * rest of the allocator is portable and the calls are counted for stats. */
 #define _GNU_SOURCE
+/* Windows has src/os_windows.c. */
+#ifndef _WIN32
 #include "internal.h"
 
 #include <errno.h>
@@ -9,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -22,6 +25,7 @@
 
 hz_os_counters_t hz_os_stats;
 size_t hz_os_page_size = 4096;
+static size_t os_real_page_size = 4096; /* hz_os_page_size may be assumed larger */
 
 static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
@@ -30,7 +34,7 @@ static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c
  * sysconf, and a preloaded sysconf may too). */
 void hz_os_init(void) {
   unsigned long ps = getauxval(AT_PAGESZ);
-  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = (size_t)ps;
+  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = os_real_page_size = (size_t)ps;
 }
 
 /* CPUs this process may run on, without allocating (sysconf's CPU count
@@ -76,6 +80,9 @@ void *hz_os_map(size_t size, size_t align) {
   count(&hz_os_stats.bytes_mapped, size);
   return p;
 }
+
+void *hz_os_reserve(size_t size, size_t align) { return hz_os_map(size, align); }
+bool hz_os_commit(void *p, size_t size) { (void)p, (void)size; return true; }
 
 /* Memory given back with munmap counts as returned, like madvise's. */
 void hz_os_unmap(void *p, size_t size) {
@@ -160,7 +167,7 @@ size_t hz_os_rss(void) {
       while (*q && *q != ' ') q++;
       while (*q == ' ') q++;
       while (*q >= '0' && *q <= '9') rss = rss * 10 + (size_t)(*q++ - '0');
-      rss *= hz_os_page_size;
+      rss *= os_real_page_size;
     }
   }
   errno = errno_saved;
@@ -257,3 +264,6 @@ void hz_os_thread_name(const char *name) {
   pthread_setname_np(pthread_self(), name);
   errno = errno_saved;
 }
+
+void hz_os_abort(void) { abort(); }
+#endif

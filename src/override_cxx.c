@@ -45,6 +45,21 @@ static inline void *cxx_new_aligned_nothrow(size_t n, size_t a) {
 }
 
 #define HZ_CXX HZ_EXPORT
+/* size_t is unsigned long long on Win64: "y" where Linux mangles "m". */
+#ifdef _WIN64
+#define _Znwm _Znwy
+#define _Znam _Znay
+#define _ZnwmRKSt9nothrow_t _ZnwyRKSt9nothrow_t
+#define _ZnamRKSt9nothrow_t _ZnayRKSt9nothrow_t
+#define _ZnwmSt11align_val_t _ZnwySt11align_val_t
+#define _ZnamSt11align_val_t _ZnaySt11align_val_t
+#define _ZnwmSt11align_val_tRKSt9nothrow_t _ZnwySt11align_val_tRKSt9nothrow_t
+#define _ZnamSt11align_val_tRKSt9nothrow_t _ZnaySt11align_val_tRKSt9nothrow_t
+#define _ZdlPvm _ZdlPvy
+#define _ZdaPvm _ZdaPvy
+#define _ZdlPvmSt11align_val_t _ZdlPvySt11align_val_t
+#define _ZdaPvmSt11align_val_t _ZdaPvySt11align_val_t
+#endif
 /* new / new[] */
 HZ_CXX void *_Znwm(size_t n) { return cxx_new(n); }
 HZ_CXX void *_Znam(size_t n) { return cxx_new(n); }

@@ -288,6 +288,19 @@ static void stats_report_to(FILE *f, bool at_exit) {
     stats_report(f, at_exit);
     return;
   }
+#ifdef _WIN32
+  /* no fopencookie: the report goes through a temporary file */
+  FILE *hook = atomic_load(&hz_output_hook) ? tmpfile() : NULL;
+  if (hook == NULL) {
+    stats_report(stderr, at_exit);
+    return;
+  }
+  stats_report(hook, at_exit);
+  rewind(hook);
+  char line[512];
+  while (fgets(line, sizeof line, hook)) hook_write(NULL, line, strlen(line)); /* a line per call */
+  fclose(hook);
+#else
   cookie_io_functions_t io = {.write = hook_write};
   FILE *hook = atomic_load(&hz_output_hook) ? fopencookie(NULL, "w", io) : NULL;
   if (hook == NULL) {
@@ -298,6 +311,7 @@ static void stats_report_to(FILE *f, bool at_exit) {
   setvbuf(hook, line, _IOLBF, sizeof line);
   stats_report(hook, at_exit);
   fclose(hook);
+#endif
 }
 
 HZ_EXPORT void hz_stats_print(FILE *f) { stats_report_to(f, false); }

@@ -14,7 +14,34 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#include <psapi.h>
+#else
+#include <sys/wait.h>
 #include <unistd.h>
+#endif
+
+#ifdef _WIN32
+/* The Windows C runtime has none of these names; the Windows tests link
+ * hakozuna and use its own (docs/windows.md: what is redirected). */
+#include "hakozuna.h"
+#define aligned_alloc hz_aligned_alloc
+#define malloc_usable_size hz_usable_size
+#define malloc_trim(pad) (hz_collect(1), 1)
+#endif
+
+/* The OS page size. */
+static inline size_t tu_page_size(void) {
+#ifdef _WIN32
+  SYSTEM_INFO si;
+  GetSystemInfo(&si);
+  return si.dwPageSize;
+#else
+  return (size_t)sysconf(_SC_PAGESIZE);
+#endif
+}
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -104,6 +131,12 @@ static inline double tu_now(void) {
 }
 
 /* Resident set size in bytes, from /proc/self/statm (-1 if unreadable). */
+#ifdef _WIN32
+static inline long tu_rss(void) {
+  PROCESS_MEMORY_COUNTERS pmc;
+  return K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc) ? (long)pmc.WorkingSetSize : -1;
+}
+#else
 static inline long tu_rss(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   long size = 0, resident = -1;
@@ -112,6 +145,7 @@ static inline long tu_rss(void) {
   fclose(f);
   return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
 }
+#endif
 
 /* An environment variable as a number, or def. */
 static inline double tu_env_double(const char *name, double def) {
@@ -130,6 +164,7 @@ static inline int tu_threads(void) {
   return n;
 }
 
+#ifndef _WIN32 /* no fork on Windows */
 /* fn(arg) in a forked child, which an alarm ends after `seconds` (a hang
  * shows as SIGALRM) and which leaves with _exit(fn's result). Returns the
  * wait status, and describes it in why (when not a clean exit 0). */
@@ -149,6 +184,7 @@ static inline int tu_child(int (*fn)(void *), void *arg, unsigned seconds, char 
   else snprintf(why, why_len, "exit status %d", WEXITSTATUS(st));
   return pid < 0 ? -1 : st;
 }
+#endif
 
 /* fork() for a child meant to die of misuse: no core dump, killed by SIGALRM
  * after limit_s, its stderr into a pipe whose read end *err_fd gets (-1 in

@@ -60,6 +60,17 @@ grep -q hakozuna "$1" || fail "HAKOZUNA_STATS_FILE: $1 holds no report: $(head -
 HAKOZUNA_STATS_FILE=/nonexistent-dir/r.txt "$opts" get stats >/dev/null 2>"$tmp/err"
 grep -q STATS_FILE "$tmp/err" && grep -q 'hakozuna' "$tmp/err" ||
   fail "HAKOZUNA_STATS_FILE unwritable: want a warning and the report on stderr: $(head -c 300 "$tmp/err")"
+# HAKOZUNA_PAGE_SIZE: a larger power of two is taken (and reads back);
+# anything else warns, naming it, and the OS page size stays.
+os_page=$(getconf PAGESIZE)
+out=$(get page_size)
+[ "$out" = "$os_page" ] || fail "page_size is '$out', want the OS page size $os_page"
+out=$(get page_size HAKOZUNA_PAGE_SIZE=65536)
+[ "$out" = 65536 ] || fail "HAKOZUNA_PAGE_SIZE=65536: page_size is '$out'"
+out=$(get page_size HAKOZUNA_PAGE_SIZE=12288)
+[ "$out" = "$os_page" ] || fail "HAKOZUNA_PAGE_SIZE=12288: page_size is '$out', want $os_page"
+grep -qi PAGE_SIZE "$tmp/err" ||
+  fail "HAKOZUNA_PAGE_SIZE=12288: no warning naming it: $(head -c 300 "$tmp/err")"
 
 # An unknown HAKOZUNA_ name (a typo) is not silently ignored.
 env HAKOZUNA_STAT=1 "$opts" get stats >/dev/null 2>"$tmp/err"

@@ -8,6 +8,7 @@
  *   options alloc N    malloc(N); print "null" or "ok" (env.sh runs it under
  *                      a memory limit with HAKOZUNA_VERBOSE=1) */
 #include "check.h"
+#include "testutil.h"
 #include "hakozuna.h"
 
 #include <ctype.h>
@@ -27,7 +28,7 @@ static void test_table(void) {
   static const char *const expected[] = {
       "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
       "thread_cache", "huge_cache", "check", "stats_file",
-      "mmap_threshold"};
+      "mmap_threshold", "page_size"};
   CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     hz_option_t o = (hz_option_t)i;
@@ -78,6 +79,13 @@ static void test_set(void) {
   CHECKF(hz_option_set(HZ_OPTION_CHECK, 99) == -1 && errno == EINVAL,
          "check=99 (levels are 0, 1, 2) accepted, errno %d", errno);
   CHECK(hz_option_get(HZ_OPTION_CHECK) == check);
+  /* page_size reads back the page size in use and is fixed once running. */
+  long page = hz_option_get(HZ_OPTION_PAGE_SIZE);
+  CHECKF(page >= (long)tu_page_size() && (page & (page - 1)) == 0, "page_size %ld", page);
+  errno = 0;
+  CHECKF(hz_option_set(HZ_OPTION_PAGE_SIZE, page * 2) == -1 && errno == EINVAL,
+         "page_size changed while running, errno %d", errno);
+  CHECK(hz_option_get(HZ_OPTION_PAGE_SIZE) == page);
   /* an invalid option reads -1 with errno EINVAL, unlike a valid -1 */
   CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, -1) == 0);
   errno = 0;

@@ -238,6 +238,8 @@ pub enum Opt {
     StatsFile,
     /// bytes: larger requests are mapped directly (mallopt M_MMAP_THRESHOLD)
     MmapThreshold,
+    /// assume pages this large (a power of two); 0: the OS's
+    PageSize,
 }
 
 /// All options, in the order of `hz_option_t`.
@@ -253,6 +255,7 @@ pub const OPTIONS: [Opt; 11] = [
     Opt::Check,
     Opt::StatsFile,
     Opt::MmapThreshold,
+    Opt::PageSize,
 ];
 
 /// An option value the allocator refused (out of range, a string for a
