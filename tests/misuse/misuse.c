@@ -419,12 +419,16 @@ TEST_MAIN() {
       run_case(&c), cases++;
     }
     mcase_t pe = {"pointer past a large block", fn, EXPECT_NOBLOCK, 40000, run_past_end};
-    run_case(&pe), cases++;
+    if (getenv("HAKOZUNA_PAGE_SIZE") == NULL) run_case(&pe), cases++; /* 64 KiB pages: no room past it */
     mcase_t tail = {"tail of a span past its last block", fn, EXPECT_NOBLOCK, 48, run_span_tail};
     mcase_t uncarved = {"block of a span never handed out", fn, EXPECT_NOBLOCK, 1024,
                         run_span_uncarved};
-    run_case(&tail), cases++;
-    run_case(&uncarved), cases++;
+    /* (their offsets assume 32 KiB spans of 4 KiB pages: not with
+     * HAKOZUNA_PAGE_SIZE, whose larger pages change the span geometry) */
+    if (getenv("HAKOZUNA_PAGE_SIZE") == NULL) {
+      run_case(&tail), cases++;
+      run_case(&uncarved), cases++;
+    }
   }
   for (int i = 0; i < 4; i++) {
     const mcase_t cs[] = {
