@@ -10,8 +10,36 @@
 VERSION   := 0.2.0
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 
+# make TARGET=<triplet> cross-builds with <triplet>-gcc into build/<triplet>/
+# (the same file names; see docs/install.md): aarch64-linux-gnu,
+# x86_64-w64-mingw32.
+TARGET  ?=
+ifneq ($(TARGET),)
+ifeq ($(origin CC),default)
+CC := $(TARGET)-gcc
+endif
+ifeq ($(origin CXX),default)
+CXX := $(TARGET)-g++
+endif
+ifeq ($(origin LD),default)
+LD := $(TARGET)-ld
+endif
+ifeq ($(origin AR),default)
+AR := $(TARGET)-ar
+endif
+BUILD   ?= build/$(TARGET)
+endif
 CC      ?= cc
 BUILD   ?= build
+# Windows (a mingw TARGET) builds src/os_windows.c in place of src/os.c.
+ifneq ($(findstring mingw,$(TARGET)),)
+HZ_OS := windows
+CFLAGS_BASE := -std=gnu11 -O2 -g -fexceptions -Wall -Wextra -Wno-unused-parameter \
+               -D__USE_MINGW_ANSI_STDIO=1 -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
+LDLIBS_LIB := -lbcrypt -static-libgcc # no libgcc_s_seh-1.dll to ship
+SRCS := $(filter-out src/os.c,$(wildcard src/*.c))
+else
+HZ_OS := linux
 # (-Wno-missing-field-initializers: table rows leave trailing fields zero on
 # purpose; clang warns about that, gcc does not. -gdwarf-4: valgrind 3.19,
 # Debian 12's, cannot read clang's DWARF 5.)
@@ -19,12 +47,12 @@ CFLAGS_BASE := -std=gnu11 -O2 -g -gdwarf-4 -fPIC -fexceptions -Wall -Wextra -Wno
                -Wno-missing-field-initializers \
                -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
                -fno-semantic-interposition -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
+LDLIBS_LIB := -lpthread
+SRCS := $(filter-out src/%_windows.c,$(wildcard src/*.c))
+endif
 CFLAGS  ?=
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
-LDLIBS_LIB := -lpthread
 
-
-SRCS := $(wildcard src/*.c)
 HDRS := $(wildcard src/*.h) include/hakozuna.h
 OBJS         := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 OBJS_CHECKED := $(patsubst src/%.c,$(BUILD)/obj-checked/%.o,$(SRCS))
@@ -38,9 +66,17 @@ LIB_CHECKED := $(BUILD)/libhakozuna-checked.so
 # measure what they cost (make bench compares it; never installed).
 LIB_NOCHECK := $(BUILD)/libhakozuna-nocheck.so
 
+# Windows: the DLL, its import library and the static library.
+LIB_DLL     := $(BUILD)/hakozuna.dll
+LIB_IMPLIB  := $(BUILD)/libhakozuna.dll.a
+
 .PHONY: all lib lib-nocheck clean
 all: lib
+ifeq ($(HZ_OS),windows)
+lib: $(LIB_DLL) $(LIB_A)
+else
 lib: $(LIB_SO) $(LIB_A) $(LIB_OBJ) $(LIB_CHECKED)
+endif
 lib-nocheck: $(LIB_NOCHECK)
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS) Makefile | $(BUILD)/obj
@@ -62,7 +98,10 @@ $(LIB_CHECKED): $(OBJS_CHECKED)
 $(LIB_NOCHECK): $(OBJS_NOCHECK)
 	$(CC) -shared -Wl,-soname,libhakozuna-nocheck.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
 $(LIB_A): $(OBJS)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
+$(LIB_DLL): $(OBJS)
+	$(CC) -shared -o $@ $^ -Wl,--out-implib,$(LIB_IMPLIB) $(LDLIBS_LIB)
+$(LIB_IMPLIB): $(LIB_DLL)
 # One relocatable object: linking it overrides malloc in a static program.
 $(LIB_OBJ): $(OBJS)
 	$(LD) -r -o $@ $^
@@ -113,3 +152,4 @@ test: lib
 -include mk/bench.mk
 -include mk/install.mk
 -include mk/reliability.mk
+-include mk/platform.mk

@@ -2,12 +2,21 @@
 /* Shared helpers for the benchmark programs: see bench.h. */
 #include "bench.h"
 
+#ifdef _WIN32
+/* Windows (make test's smoke run under wine): the benchmark is linked with
+ * the static library, and the process counters come from psapi. */
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#include <psapi.h>
+#include "hakozuna.h"
+#else
 #include <dlfcn.h>
+#include <sys/resource.h>
+#endif
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +108,18 @@ void sleep_sec(double s)
         ;
 }
 
+#ifdef _WIN32
+static PROCESS_MEMORY_COUNTERS win_counters(void)
+{
+    PROCESS_MEMORY_COUNTERS pmc;
+    memset(&pmc, 0, sizeof pmc);
+    K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc);
+    return pmc;
+}
+
+size_t rss_bytes(void) { return win_counters().WorkingSetSize; }
+long minor_faults(void) { return (long)win_counters().PageFaultCount; }
+#else
 size_t rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -117,6 +138,8 @@ long minor_faults(void)
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_minflt;
 }
+
+#endif
 
 void bench_spawn(pthread_t *t, void *(*fn)(void *), void *arg)
 {
@@ -198,7 +221,12 @@ double run_parallel(uint32_t n, void (*fn)(uint32_t i), double *create_secs)
 void *xzalloc64(size_t n, size_t size)
 {
     size_t bytes = (n * size + 63) & ~(size_t)63;
+#ifdef _WIN32
+    /* the Windows C runtime has no aligned_alloc whose blocks free() takes */
+    void *p = hz_aligned_alloc(64, bytes ? bytes : 64);
+#else
     void *p = aligned_alloc(64, bytes ? bytes : 64);
+#endif
     if (!p)
         bench_fail("out of memory");
     return memset(p, 0, bytes);
@@ -279,6 +307,18 @@ void res_rate(double secs, uint64_t ops)
     res_f64("ops_per_sec", (double)ops / secs);
 }
 
+#ifdef _WIN32
+const char *bench_malloc_owner(void) { return "linked"; }
+
+void res_end(void)
+{
+    res_str("malloc_so", bench_malloc_owner());
+    res_u64("maxrss_kb", (uint64_t)(win_counters().PeakWorkingSetSize / 1024));
+    res_add("}");
+    printf("RESULT %s\n", res_buf);
+    fflush(stdout);
+}
+#else
 const char *bench_malloc_owner(void)
 {
     Dl_info info;
@@ -298,3 +338,4 @@ void res_end(void)
     printf("RESULT %s\n", res_buf);
     fflush(stdout);
 }
+#endif

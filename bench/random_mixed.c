@@ -13,7 +13,9 @@
 #include "bench.h"
 
 #include <stdio.h>
+#ifdef BENCH_BUMP
 #include <sys/mman.h>
+#endif
 
 #ifdef BENCH_BUMP
 static void *bump_head;

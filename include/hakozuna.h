@@ -80,6 +80,8 @@ typedef enum hz_option_e {
   HZ_OPTION_HUGE_CACHE,       /* MiB of freed huge blocks kept for reuse */
   HZ_OPTION_CHECK,            /* on misuse: 1 report and abort (default), 0 report and go on */
   HZ_OPTION_STATS_FILE,       /* string: the exit report goes to this file (%p: pid) */
+  HZ_OPTION_MMAP_THRESHOLD,   /* bytes: larger requests are mapped directly (mallopt M_MMAP_THRESHOLD) */
+  HZ_OPTION_PAGE_SIZE,        /* assume pages this large (a power of two); 0: the OS's */
   HZ_OPTION_PROFILE,          /* sample allocations; write a heap profile at exit */
   HZ_OPTION_PROFILE_RATE,     /* mean bytes allocated between two samples */
   HZ_OPTION_PROFILE_FILE,     /* string: where the exit profile goes (%p: pid) */
@@ -88,6 +90,8 @@ typedef enum hz_option_e {
   HZ_OPTION_COUNT
 } hz_option_t;
 
+/* Returns -1 with errno EINVAL if the option is invalid (errno is left alone
+ * otherwise: an option's value may be -1). */
 long hz_option_get(hz_option_t option);
 /* Returns 0 on success, -1 (errno EINVAL) if the option or value is invalid. */
 int hz_option_set(hz_option_t option, long value);

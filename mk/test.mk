@@ -28,9 +28,10 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
                   threads/churn threads/lastexit init/ctor init/dlopen misuse/misuse \
                   init/reenter init/fork_stdio init/fork_signal purge/trim purge/errno \
-                  purge/collect)
+                  purge/collect misuse/hardened)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
-                    $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so
+                    $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so \
+                    $(TEST_DIR)/options/libnothreads.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  options/options options/stats stats/report profile/profile profile/profile-checked \
@@ -41,8 +42,12 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
 # as root on a bare machine, else make stops on a line naming the package.
+# (Cross builds run their programs elsewhere: tests/platform/*.sh check
+# their compilers, tests/need.sh arm64-cross and mingw.)
 test-need:
+ifeq ($(TARGET),)
 	@CC='$(CC)' CXX='$(CXX)' $(HZ_NEED) cc cxx python3
+endif
 $(TEST_GENERIC_ALL) $(TEST_LINKED): | test-need
 test: test-run
 test-run: test-need lib test-build
@@ -74,6 +79,9 @@ $(TEST_DIR)/heap/collect: tests/heap/collect.c $(TEST_HDRS) $(LIB_SO)
 $(TEST_DIR)/purge/trim_huge-checked: tests/purge/trim_huge.c $(TEST_HDRS) $(LIB_CHECKED)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DHZ_CHECKED_LIB $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
+$(TEST_DIR)/options/libnothreads.so: tests/options/nothreads.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
 
 $(TEST_DIR)/api/api-hz: tests/api/api.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)

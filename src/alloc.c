@@ -13,7 +13,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#ifndef _WIN32
 #include <malloc.h>
+#endif
 #include <string.h>
 
 /* ---- malloc ---- */
@@ -30,6 +32,9 @@ static inline void *alloc_class(uint32_t c, size_t request) {
   hz_span_t *s = h->cur[c];
   hz_block_t *b = s->free;
   if (hz_likely(b != NULL)) {
+#if HZ_CHECKED
+    hz_checked_link(b, s->block_size);
+#endif
     s->free = hz_next_decode(b, b->next);
     s->used++;
     if (!HZ_NOCHECK) b->tag = 0;
@@ -44,6 +49,13 @@ static inline void *alloc_class(uint32_t c, size_t request) {
   return b;
 }
 
+/* Requests above the mmap_threshold option (at most 2 MiB, what a span
+ * holds) are mapped directly; the table reads 0 until hz_init fills it. */
+static bool goes_huge(size_t n, size_t align) {
+  size_t limit = (size_t)hz_opt(HZ_OPTION_MMAP_THRESHOLD);
+  return n + HZ_LARGE_GUARD > (limit ? limit : HZ_LARGE_MAX) || align > HZ_LARGE_MAX;
+}
+
 static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
   bool zeroed = false;
   void *p;
@@ -52,32 +64,42 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
     return NULL;
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
-  hz_init();
+  hz_init(); /* the checked build's guard follows the page size */
   if (hz_unlikely(hz_profile_rate() != 0) && (p = hz_profile_big(n, align, &zeroed)) != NULL) {
     if (zero && !zeroed) memset(p, 0, n);
     return p;
   }
-  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
+  if (!goes_huge(n, align)) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
   else p = hz_huge_alloc(n, align, &zeroed);
+  if (p == NULL) hz_verbose("out of memory: a request of %zu bytes failed", n);
   if (p != NULL && zero && !zeroed) memset(p, 0, n);
   hz_purge_poll();
   return p;
 }
 
 static inline void *alloc(size_t n) {
+#if HZ_CHECKED
+  void *z;
+  if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
+#endif
   if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE)) return alloc_class(hz_class_of(n + HZ_CANARY_SIZE), n);
   return alloc_big(n, 0, false);
 }
 
 /* Small aligned blocks come from a class whose size is a multiple of the
  * alignment: spans start 32 KiB-aligned, so every block of it is aligned. */
+static uint32_t small_class(size_t n, size_t align) {
+  if (n > HZ_SMALL_MAX - HZ_CANARY_SIZE || align > HZ_SLICE_SIZE) return HZ_NCLASS;
+  uint32_t c = hz_class_of(n + HZ_CANARY_SIZE);
+  if (align > 16)
+    while (c < HZ_NCLASS && (hz_class_size(c) & (align - 1)) != 0) c++;
+  return c;
+}
+
 static hz_noinline void *alloc_aligned(size_t align, size_t n) {
   if (align <= 16) return alloc(n);
-  if (align <= HZ_SLICE_SIZE && n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) {
-    uint32_t c = hz_class_of(n + HZ_CANARY_SIZE);
-    while (c < HZ_NCLASS && (hz_class_size(c) & (align - 1)) != 0) c++;
-    if (c < HZ_NCLASS) return alloc_class(c, n);
-  }
+  uint32_t c = small_class(n, align);
+  if (c < HZ_NCLASS) return alloc_class(c, n);
   return alloc_big(n, align, false);
 }
 
@@ -88,9 +110,11 @@ static hz_noinline void free_rare(void *p, const char *fn) {
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) {
     if (atomic_load_explicit(&hz_profile_huge_live, memory_order_relaxed)) hz_profile_huge_free(p);
     hz_huge_free(p, fn);
-  } else {
-    hz_check_span_ptr(p, fn); /* reports */
   }
+#if HZ_CHECKED
+  else if (m == HZ_MAP_ZERO) hz_zero_free(p, fn);
+#endif
+  else hz_check_span_ptr(p, fn); /* reports */
   hz_purge_poll();
 }
 
@@ -100,7 +124,13 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
     return;
   }
 #if HZ_CHECKED
-  if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
+  if (s->kind == HZ_SPAN_SMALL) {
+    hz_checked_on_free(b, s->block_size);
+    if (h != &hz_heap_empty && h->live) {
+      hz_quarantine_put(h, b);
+      return;
+    }
+  }
 #endif
   if (s->sample) hz_profile_free(s);
   hz_init(); /* a thread that only frees gets a heap (after a fork, start-up may rerun) */
@@ -116,14 +146,18 @@ static inline void dealloc(void *p, const char *fn) {
   }
   hz_span_t *s = hz_span_of(p);
   hz_block_t *b = p;
-  if (!HZ_NOCHECK && hz_unlikely(hz_span_misaligned(s, a) || b->tag == hz_free_tag(b))) {
+  if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || hz_block_is_free(b))) {
     hz_check_span_ptr(p, fn);
     return;
   }
   hz_heap_t *h = hz_tls_heap;
   if (hz_likely(s->heap == h)) {
 #if HZ_CHECKED
-    if (s->kind == HZ_SPAN_SMALL) hz_checked_on_free(b, s->block_size);
+    if (s->kind == HZ_SPAN_SMALL) {
+      hz_checked_on_free(b, s->block_size);
+      hz_quarantine_put(h, b);
+      return;
+    }
 #endif
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
     if (hz_unlikely(hz_span_push(s, b))) {
@@ -140,6 +174,12 @@ static size_t usable(const void *p, const char *fn) {
   if (p == NULL) return 0;
   uint8_t m = hz_segmap_get(p);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) return hz_huge_usable(p, fn);
+#if HZ_CHECKED
+  if (m == HZ_MAP_ZERO) { /* a 0-byte block has no usable byte */
+    hz_zero_valid(p, fn);
+    return 0;
+  }
+#endif
   hz_span_t *s = hz_check_span_ptr(p, fn); /* reports a bad pointer */
   return s ? s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD) : 0;
 }
@@ -162,6 +202,17 @@ HZ_EXPORT void *hz_calloc(size_t count, size_t size) {
 
 HZ_EXPORT void *hz_realloc(void *p, size_t n) {
   if (p == NULL) return alloc(n);
+#if HZ_CHECKED
+  if (hz_segmap_get(p) == HZ_MAP_ZERO) {
+    if (!hz_zero_valid(p, "realloc")) {
+      errno = EINVAL;
+      return NULL;
+    }
+    void *q = n ? alloc(n) : NULL;
+    if (q != NULL || n == 0) hz_zero_free(p, "realloc");
+    return q;
+  }
+#endif
   size_t old = usable(p, "realloc");
   if (old == 0) { /* misuse reported and tolerated (HAKOZUNA_CHECK=0) */
     errno = EINVAL;
@@ -200,6 +251,31 @@ HZ_EXPORT void hz_free_sized(void *p, size_t size) {
   dealloc(p, "free_sized");
 }
 
+/* C++ sized delete: the size must be the one operator new was given, so it
+ * must lead to the block's class (small), page count (large), or to a huge
+ * block at least that big. Only the sized forms pay for the check. */
+void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
+  if (p == NULL) return;
+  uint8_t m = hz_segmap_get(p);
+  size_t have = usable(p, fn), want; /* reports a bad pointer */
+  if (have == 0 && m != HZ_MAP_ZERO) return;
+  uint32_t c = small_class(n, align);
+  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL)
+    want = goes_huge(n, align) ? n : SIZE_MAX;
+  else if (m == HZ_MAP_ZERO)
+    want = n == 0 ? 0 : SIZE_MAX;
+  else if (hz_span_of(p)->kind == HZ_SPAN_SMALL)
+    want = c < HZ_NCLASS ? hz_class_size(c) - HZ_CANARY_SIZE : SIZE_MAX;
+  else
+    want = c >= HZ_NCLASS && !goes_huge(n, align) ? hz_large_block_size(n ? n : 1) - HZ_LARGE_GUARD : SIZE_MAX;
+  bool huge = m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL;
+  if (huge ? want > have : want != have) {
+    hz_misuse_size(p, n, have, fn);
+    return;
+  }
+  dealloc(p, fn);
+}
+
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
 HZ_EXPORT void *hz_aligned_alloc(size_t align, size_t n) {
@@ -214,9 +290,7 @@ HZ_EXPORT void *hz_memalign(size_t align, size_t n) { return hz_aligned_alloc(al
 
 HZ_EXPORT int hz_posix_memalign(void **out, size_t align, size_t n) {
   if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;
-  int errno_saved = errno;
-  void *p = alloc_aligned(align, n);
-  errno = errno_saved;
+  void *p = alloc_aligned(align, n); /* sets errno to ENOMEM on failure, as glibc does */
   if (p == NULL) return ENOMEM;
   *out = p;
   return 0;
@@ -243,14 +317,16 @@ HZ_EXPORT void *hz_pvalloc(size_t n) {
 HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable_size"); }
 
 HZ_EXPORT size_t hz_good_size(size_t n) {
+  if (HZ_CHECKED && n == 0) return 0; /* an inaccessible 0-byte block */
   if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
   if (n > HZ_MAX_REQUEST) return n;
   page_size(); /* the large and huge sizes need the page size */
-  if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX) return hz_large_block_size(n) - HZ_LARGE_GUARD;
+  if (!goes_huge(n, 0)) return hz_large_block_size(n) - HZ_LARGE_GUARD;
   return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
 }
 
-#if HZ_OVERRIDE
+/* Windows overrides less, and differently: override_windows.c. */
+#if HZ_OVERRIDE && !defined(_WIN32)
 /* ---- glibc extras that read our own counters ---- */
 static int hz_trim(size_t pad) {
   (void)pad;
@@ -289,7 +365,29 @@ static struct mallinfo hz_mallinfo(void) {
 }
 
 static void hz_malloc_stats(void) { hz_stats_print(NULL); }
-static int hz_mallopt(int param, int value) { (void)param; (void)value; return 1; }
+/* glibc's tunables, mapped onto the option table where they mean something
+ * here (README, "mallopt"); 1 when honoured, 0 when not, as glibc does. */
+static int hz_mallopt(int param, int value) {
+  hz_init();
+  switch (param) {
+#ifdef M_MMAP_THRESHOLD /* glibc's values; other libcs may lack them */
+  case M_MMAP_THRESHOLD: /* clamped: spans hold up to 2 MiB, small blocks never map */
+    if (value < 0) return 0;
+    return hz_option_set(HZ_OPTION_MMAP_THRESHOLD, value < HZ_SMALL_MAX ? HZ_SMALL_MAX
+                                                   : value > (long)HZ_LARGE_MAX ? (long)HZ_LARGE_MAX : value) == 0;
+  case M_TRIM_THRESHOLD: { /* free memory kept before it goes back to the OS */
+    if (value < 0) return hz_option_set(HZ_OPTION_PURGE_DELAY, -1) == 0;
+    if (value == 0) return hz_option_set(HZ_OPTION_PURGE_DELAY, 0) == 0;
+    long kib = ((long)value + 1023) / 1024;
+    return hz_option_set(HZ_OPTION_THREAD_CACHE, kib < 1048576 ? kib : 1048576) == 0;
+  }
+  case M_CHECK_ACTION: /* bit 1: abort on a detected misuse */
+    return hz_option_set(HZ_OPTION_CHECK, (value & 2) != 0) == 0;
+#endif
+  default: /* M_MXFAST, M_TOP_PAD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX: no such knob */
+    return 0;
+  }
+}
 
 static int hz_malloc_info(int options, FILE *out) {
   if (options != 0 || out == NULL) {

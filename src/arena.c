@@ -101,8 +101,8 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   if (a->region_next == a->region_end) {
     size_t want = (size_t)hz_opt(HZ_OPTION_ARENA_RESERVE) << 20;
     want = (want + HZ_SEG_MASK) & ~HZ_SEG_MASK;
-    void *r = hz_os_map(want, HZ_SEG_SIZE);
-    if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_map(want = HZ_SEG_SIZE, HZ_SEG_SIZE);
+    void *r = hz_os_reserve(want, HZ_SEG_SIZE);
+    if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_reserve(want = HZ_SEG_SIZE, HZ_SEG_SIZE);
     if (r == NULL) return NULL;
     if (hz_opt(HZ_OPTION_THP)) hz_os_advise_huge(r, want, true);
     a->region_next = (uintptr_t)r;
@@ -110,6 +110,7 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
     a->reserved_bytes += want;
   }
   hz_segment_t *seg = (hz_segment_t *)a->region_next;
+  if (!hz_os_commit(seg, HZ_SEG_SIZE)) return NULL;
   a->region_next += HZ_SEG_SIZE;
   /* Fresh OS memory is zero: descriptors start as free spans (kind 0). */
   for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_span[i] = &seg->spans[i];

@@ -48,7 +48,7 @@ void hz_fatal(const char *fmt, ...) {
   va_start(ap, fmt);
   vreport("", fmt, ap);
   va_end(ap);
-  abort();
+  hz_os_abort();
 }
 
 void hz_warning(const char *fmt, ...) {
@@ -72,7 +72,7 @@ static void misuse(const char *fmt, ...) {
   va_start(ap, fmt);
   vreport("", fmt, ap);
   va_end(ap);
-  if (hz_opt(HZ_OPTION_CHECK) != 0) abort();
+  if (hz_opt(HZ_OPTION_CHECK) != 0) hz_os_abort();
 }
 
 void hz_misuse_foreign(const void *p, const char *fn) {
@@ -84,7 +84,14 @@ void hz_misuse_interior(const void *p, const void *block, size_t size, const cha
 }
 
 void hz_misuse_double(const void *p, size_t size, const char *fn) {
-  misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
+  if (strcmp(fn, "malloc_usable_size") == 0) /* the one call here that does not free */
+    misuse("%s(): use of the freed block %p (block of %zu bytes)", fn, p, size);
+  else
+    misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
+}
+
+void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn) {
+  misuse("%s(): size %zu does not match the block %p (%zu bytes)", fn, given, p, size);
 }
 
 /* A pointer into span memory that the fast path refused: report what is
@@ -104,12 +111,22 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
     else hz_misuse_foreign(p, fn);
     return NULL;
   }
+  if (a >= s->start && a - s->start >= __atomic_load_n(&s->limit, __ATOMIC_RELAXED)) {
+    /* no block was ever handed out here */
+    if (a - s->start >= (uintptr_t)s->capacity * s->block_size)
+      misuse("%s(): invalid pointer %p (in the tail of a span of %zu-byte blocks, past its last block)", fn, p,
+             (size_t)s->block_size - HZ_CANARY_SIZE);
+    else
+      misuse("%s(): invalid pointer %p (in a span of %zu-byte blocks, where no block was handed out yet)", fn, p,
+             (size_t)s->block_size - HZ_CANARY_SIZE);
+    return NULL;
+  }
   if (a < s->start || hz_span_misaligned(s, a)) {
     uintptr_t off = a >= s->start && s->kind == HZ_SPAN_SMALL ? a - s->start : 0;
     hz_misuse_interior(p, (void *)(s->start + off / s->block_size * s->block_size), s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }
-  if (!HZ_NOCHECK && ((const hz_block_t *)p)->tag == hz_free_tag(p)) {
+  if (!HZ_NOCHECK && hz_block_is_free(p)) {
     hz_misuse_double(p, s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }
@@ -122,17 +139,37 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
  * free verifies (an overflow shows). */
 #define HZ_FREE_FILL 0xdf
 
-static uintptr_t canary_of(const hz_block_t *b) { return ~(hz_key ^ (uintptr_t)b) * 0x9e3779b97f4a7c15ull; }
+/* The canary's first byte is 0: a string that fills its block to the last
+ * usable byte still ends there. */
+static uintptr_t canary_of(const hz_block_t *b) {
+  return (~(hz_key ^ (uintptr_t)b) * 0x9e3779b97f4a7c15ull) & ~(uintptr_t)0xff;
+}
 
-void hz_checked_on_alloc(hz_block_t *b, size_t bs, size_t request) {
+static void fill_intact(const hz_block_t *b, size_t bs) {
   const unsigned char *q = (const unsigned char *)b;
   for (size_t i = sizeof(hz_block_t); i < bs; i++)
     if (q[i] != HZ_FREE_FILL)
-      hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; byte %zu changed)", (void *)b,
-               bs - HZ_CANARY_SIZE, i);
+      hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; byte %zu changed)",
+               (const void *)b, bs - HZ_CANARY_SIZE, i);
+}
+
+void hz_checked_free_intact(const hz_block_t *b, size_t bs) {
+  hz_checked_link(b, bs);
+  fill_intact(b, bs);
+}
+
+/* (the link was verified before malloc followed it) */
+void hz_checked_on_alloc(hz_block_t *b, size_t bs, size_t request) {
+  fill_intact(b, bs);
   (void)request;
   uintptr_t c = canary_of(b);
   memcpy((char *)b + bs - HZ_CANARY_SIZE, &c, sizeof c);
+}
+
+void hz_checked_link(const hz_block_t *b, size_t bs) {
+  if (!hz_block_is_free(b))
+    hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; its first 16 bytes, the "
+             "free-list link, changed)", (const void *)b, bs - HZ_CANARY_SIZE);
 }
 
 void hz_checked_on_free(hz_block_t *b, size_t bs) {
@@ -142,5 +179,79 @@ void hz_checked_on_free(hz_block_t *b, size_t bs) {
     hz_fatal("free(): buffer overflow detected: the canary after the block %p (%zu bytes) was overwritten",
              (void *)b, bs - HZ_CANARY_SIZE);
   memset((char *)b + sizeof(hz_block_t), HZ_FREE_FILL, bs - sizeof(hz_block_t));
+}
+
+/* 0-byte blocks: reading or writing one faults. Each is a 16-byte slot of one
+ * inaccessible segment, with a bitmap of the slots in use (a double free
+ * shows); when the slots run out, malloc(0) gets an ordinary small block.
+ * Lock-free, so that nothing here can be held across a fork. */
+#define HZ_ZERO_SLOTS (HZ_SEG_SIZE / 16)
+static _Atomic(char *) hz_zero_base;
+static _Atomic bool hz_zero_failed;
+static _Atomic uint64_t hz_zero_used[HZ_ZERO_SLOTS / 64];
+static _Atomic size_t hz_zero_cursor;
+
+static char *zero_segment(void) {
+  char *base = atomic_load_explicit(&hz_zero_base, memory_order_acquire);
+  if (base != NULL || atomic_load_explicit(&hz_zero_failed, memory_order_relaxed)) return base;
+  char *m = hz_os_map(HZ_SEG_SIZE, HZ_SEG_SIZE);
+  if (m == NULL || hz_os_protect(m, HZ_SEG_SIZE, false) != 0) {
+    atomic_store_explicit(&hz_zero_failed, true, memory_order_relaxed);
+    return NULL;
+  }
+  hz_segmap[(uintptr_t)m >> HZ_SEG_SHIFT] = HZ_MAP_ZERO;
+  if (!atomic_compare_exchange_strong_explicit(&hz_zero_base, &base, m, memory_order_acq_rel, memory_order_acquire)) {
+    hz_segmap[(uintptr_t)m >> HZ_SEG_SHIFT] = HZ_MAP_NONE; /* another thread won */
+    hz_os_unmap(m, HZ_SEG_SIZE);
+    return base;
+  }
+  return m;
+}
+
+void *hz_zero_alloc(void) {
+  char *base = zero_segment();
+  if (base == NULL) return NULL;
+  /* next fit from where the last search ended: freed slots are reused late */
+  size_t start = atomic_load_explicit(&hz_zero_cursor, memory_order_relaxed);
+  for (size_t n = 0; n < HZ_ZERO_SLOTS; n++) {
+    size_t i = (start + n) % HZ_ZERO_SLOTS;
+    uint64_t bit = 1ull << (i % 64);
+    if (atomic_load_explicit(&hz_zero_used[i / 64], memory_order_relaxed) & bit) continue;
+    if (atomic_fetch_or_explicit(&hz_zero_used[i / 64], bit, memory_order_relaxed) & bit) continue;
+    atomic_store_explicit(&hz_zero_cursor, i + 1, memory_order_relaxed);
+    return base + i * 16;
+  }
+  return NULL;
+}
+
+/* The slot of p, or -1 after reporting what is wrong with p. */
+static long zero_slot(const void *p, const char *fn) {
+  char *base = atomic_load_explicit(&hz_zero_base, memory_order_acquire);
+  uintptr_t off = (uintptr_t)p - (uintptr_t)base;
+  if (base == NULL || off >= HZ_SEG_SIZE) {
+    hz_misuse_foreign(p, fn);
+    return -1;
+  }
+  if (off % 16 != 0) {
+    hz_misuse_interior(p, base + off / 16 * 16, 0, fn);
+    return -1;
+  }
+  return (long)(off / 16);
+}
+
+bool hz_zero_valid(const void *p, const char *fn) {
+  long i = zero_slot(p, fn);
+  if (i < 0) return false;
+  if (atomic_load_explicit(&hz_zero_used[i / 64], memory_order_relaxed) & (1ull << (i % 64))) return true;
+  hz_misuse_double(p, 0, fn);
+  return false;
+}
+
+void hz_zero_free(void *p, const char *fn) {
+  long i = zero_slot(p, fn);
+  if (i < 0) return;
+  uint64_t bit = 1ull << (i % 64);
+  if (!(atomic_fetch_and_explicit(&hz_zero_used[i / 64], ~bit, memory_order_relaxed) & bit))
+    hz_misuse_double(p, 0, fn);
 }
 #endif

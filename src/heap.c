@@ -18,12 +18,14 @@ hz_span_t hz_span_empty;
 #define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
 hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
 static hz_heap_t hz_heap_dead = { .cur = HZ_EMPTY_CUR }; /* after thread exit */
+#ifndef _WIN32 /* Windows: os_windows.c */
 __thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
+#endif
 
 static hz_lock_t hz_heaps_lock = HZ_LOCK_INIT;
 static _Atomic(hz_heap_t *) hz_heaps_all;
 static hz_heap_t *hz_heaps_abandoned;
-static pthread_key_t hz_heap_key;
+static hz_thread_key_t hz_heap_key;
 static _Atomic bool hz_heap_key_ready;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
@@ -33,6 +35,21 @@ const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 
 static char *hz_meta_next, *hz_meta_end;
 
 static void heap_key_destructor(void *arg);
+
+size_t hz_span_granule = 1;
+
+/* Start-up (init.c), after the options: the page size in use, the OS's or
+ * HAKOZUNA_PAGE_SIZE where that is a larger power of two; spans then cover
+ * whole pages. */
+void hz_heap_page_size_init(void) {
+  size_t want = (size_t)hz_opt(HZ_OPTION_PAGE_SIZE);
+  if (want > hz_os_page_size && (want & (want - 1)) == 0) hz_os_page_size = want;
+  else if (want != 0 && want != hz_os_page_size)
+    hz_warning("HAKOZUNA_PAGE_SIZE=%zu is not a power of two above the OS page size %zu; using %zu", want,
+               hz_os_page_size, hz_os_page_size);
+  hz_options[HZ_OPTION_PAGE_SIZE] = (long)hz_os_page_size;
+  if (hz_os_page_size > HZ_SLICE_SIZE) hz_span_granule = hz_os_page_size / HZ_SLICE_SIZE;
+}
 
 /* Start-up (init.c): class geometry. */
 void hz_heap_init(void) {
@@ -142,6 +159,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->recip = hz_class_recip[c];
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
   s->used = 0;
   s->free = NULL;
   class_blocks_add(h, c, s->capacity);
@@ -151,7 +169,7 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
  * time keeps a fresh span's footprint small. */
 static void span_carve(hz_span_t *s) {
   size_t bs = s->block_size;
-  size_t n = s->capacity - s->carved, want = 4096 / bs;
+  size_t n = s->capacity - s->carved, want = hz_os_page_size / bs;
   if (want < 4) want = 4;
   if (n > want) n = want;
   uintptr_t first = s->start + s->carved * bs;
@@ -159,7 +177,7 @@ static void span_carve(hz_span_t *s) {
   for (size_t i = n; i-- > 0;) {
     hz_block_t *b = (hz_block_t *)(first + i * bs);
     b->next = hz_next_encode(b, next);
-    b->tag = hz_free_tag(b);
+    b->tag = hz_block_tag(b);
 #if HZ_CHECKED
     memset(b + 1, 0xdf, bs - sizeof *b);
 #endif
@@ -167,6 +185,7 @@ static void span_carve(hz_span_t *s) {
   }
   s->free = next;
   s->carved += (uint32_t)n;
+  __atomic_store_n(&s->limit, (uint64_t)s->carved * bs, __ATOMIC_RELAXED);
 }
 
 
@@ -195,12 +214,30 @@ static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
   return s;
 }
 
+/* Checked build: a freed large span is made inaccessible (and marked so in
+ * its segment) until the span's memory is taken again. */
+static void span_protected(hz_span_t *s, bool inaccessible) {
+  hz_segment_t *seg = hz_segment_of((void *)s->start);
+  bool was = false;
+  for (size_t i = s->slice_index, end = i + s->slice_count; i < end;) {
+    size_t w = i / 64, n = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
+    uint64_t bits = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (i % 64);
+    if (inaccessible) atomic_fetch_or_explicit(&seg->protected_mask[w], bits, memory_order_relaxed);
+    else was |= (atomic_fetch_and_explicit(&seg->protected_mask[w], ~bits, memory_order_relaxed) & bits) != 0;
+    i += n;
+  }
+  if (inaccessible || was) hz_os_protect((void *)s->start, s->slice_count * HZ_SLICE_SIZE, !inaccessible);
+}
+
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
-  hz_span_t *s = align == 1 ? cache_pop(h, slices) : NULL;
+  size_t g = hz_span_granule;
+  slices = (slices + g - 1) & ~(g - 1);
+  if (align < g) align = g;
+  hz_span_t *s = align == g ? cache_pop(h, slices) : NULL; /* cached spans are granule-aligned */
   if (s != NULL) {
     s->next = s->prev = NULL;
     s->zeroed = 0;
@@ -211,6 +248,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
+  if (HZ_CHECKED && s != NULL) span_protected(s, false);
   return s;
 }
 
@@ -221,11 +259,70 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   return s;
 }
 
+#if HZ_CHECKED
+/* ---- quarantine (checked build) ----
+ * Freed small blocks wait in a per-thread FIFO before going back to their
+ * span, so a write through a dangling pointer lands in a free block, not in
+ * the next block handed out, and shows when the block leaves (its fill and
+ * link are verified). Freed large spans, inaccessible, wait in a second
+ * FIFO before the pool may hand their memory out again. */
+static void quarantine_release(hz_heap_t *h, hz_block_t *b) {
+  hz_span_t *s = hz_span_of(b);
+  hz_checked_free_intact(b, s->block_size);
+  h->quarantined[s->cls]--;
+  if (s->heap != h) {
+    hz_remote_free(h, s, b);
+    return;
+  }
+  if (hz_span_push(s, b)) hz_heap_free_slow(h, s);
+}
+
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b) {
+  hz_heap_enter(h);
+  b->next = hz_next_encode(b, NULL);
+  hz_block_retag(b); /* marks it free: a second free is a double free */
+  h->quarantined[hz_span_of(b)->cls]++;
+  hz_block_t *old = h->quarantine[h->quarantine_pos];
+  h->quarantine[h->quarantine_pos] = b;
+  h->quarantine_pos = (h->quarantine_pos + 1) % HZ_QUARANTINE;
+  if (old != NULL) quarantine_release(h, old);
+  hz_heap_leave(h);
+}
+
+static void quarantine_flush(hz_heap_t *h) {
+  for (uint32_t i = 0; i < HZ_QUARANTINE; i++) {
+    hz_block_t *b = h->quarantine[i];
+    h->quarantine[i] = NULL;
+    if (b != NULL) quarantine_release(h, b);
+  }
+  for (uint32_t i = 0; i < HZ_QUARANTINE_LARGE; i++) {
+    if (h->quarantine_large[i] != NULL) hz_arena_free_span(h->quarantine_large[i]);
+    h->quarantine_large[i] = NULL;
+  }
+}
+
+/* A freed large span: inaccessible until the pool hands it out again. */
+static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
+  span_protected(s, true); /* (its pages stay: the pool purges them later, as any free span's) */
+  hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
+  h->quarantine_large[h->quarantine_large_pos] = s;
+  h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;
+  if (old != NULL) hz_arena_free_span(old);
+  return true;
+}
+#else
+static void quarantine_flush(hz_heap_t *h) { (void)h; }
+static bool quarantine_large(hz_heap_t *h, hz_span_t *s) { (void)h; (void)s; return false; }
+#endif
+
 static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
+  bool large = s->kind == HZ_SPAN_LARGE;
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
+  if (large && quarantine_large(h, s)) return;
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
   if (may_cache && n <= HZ_LARGE_MAX_SLICES) {
@@ -282,6 +379,9 @@ static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
 /* ---- malloc slow path ---- */
 static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   hz_block_t *b = s->free;
+#if HZ_CHECKED
+  hz_checked_link(b, s->block_size);
+#endif
   s->free = hz_next_decode(b, b->next);
   s->used++;
   if (!HZ_NOCHECK) b->tag = 0;
@@ -321,22 +421,24 @@ void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
   hz_heap_leave(h);
   if (p) return p;
 oom:
+  hz_verbose("out of memory: no span for %zu-byte blocks", hz_class_size(c));
   errno = ENOMEM;
   return NULL;
 }
 
 /* ---- free slow path: a span became empty, or was full ---- */
-static hz_noinline void span_free_large(hz_heap_t *h, hz_span_t *s, bool may_cache) {
-  if (s->sample) hz_profile_free(s); /* a sampled block (profile.c); remote frees cleared it */
-  h->n.large_frees++;
-  if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + s->block_size - HZ_LARGE_GUARD), HZ_LARGE_GUARD, true);
-  h->n.large_bytes -= s->block_size;
-  heap_retire_span(h, s, may_cache);
-}
-
-static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool remote) {
   if (s->kind == HZ_SPAN_LARGE) {
-    span_free_large(h, s, may_cache);
+    if (s->sample) hz_profile_free(s); /* a sampled block (profile.c); remote frees cleared it */
+    if (!remote) { /* a remote free was counted by its sender */
+      h->n.large_frees++;
+      h->n.large_bytes -= s->block_size;
+    } else {
+      h->n.remote_large_back += s->block_size;
+    }
+    /* (checked build: the guard slice stays inaccessible, the whole span
+     * becomes so in quarantine_large) */
+    heap_retire_span(h, s, may_cache);
     return;
   }
   if (s->unlisted) list_push(h, s);
@@ -345,14 +447,15 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache) {
 
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_enter(h);
-  span_after_free(h, s, true);
+  span_after_free(h, s, true, false);
   hz_heap_leave(h);
 }
 
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
-  if (hz_span_push(s, b)) span_after_free(h, s, h->live);
+  h->n.remote_back[s->cls]++;
+  if (hz_span_push(s, b)) span_after_free(h, s, h->live, true);
 }
 
 /* ---- collection, thread exit, adoption ---- */
@@ -435,6 +538,7 @@ static void span_purge_free_blocks(hz_span_t *s) {
  * returns). */
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   hz_heap_enter(h);
+  if (force) quarantine_flush(h);
   hz_remote_flush(h);
   hz_remote_drain(h);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
@@ -513,7 +617,7 @@ HZ_EXPORT void hz_thread_done(void) {
  * interrupted it): then nothing is touched. */
 void hz_heap_fork_child(void) {
   if (hz_lock_lost_in_fork(&hz_heaps_lock)) hz_meta_next = hz_meta_end = NULL; /* maybe half carved */
-  else if (hz_heaps_lock.holder == &hz_lock_me) return;
+  else if (hz_lock_held_here(&hz_heaps_lock)) return;
   hz_heap_t *mine = hz_tls_heap, *abandoned = NULL;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     /* a span cache locked by a lost thread (its owner or the purge thread)

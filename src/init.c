@@ -26,8 +26,12 @@
 
 uintptr_t hz_key;
 _Atomic int hz_init_state; /* 0 not started, 1 running, HZ_INIT_DONE */
+#ifdef _WIN32
+#define hz_init_running_here (*hz_init_running_win_slot()) /* os_windows.c */
+#else
 static __thread bool hz_init_running_here;
 __thread char hz_lock_me;
+#endif
 
 static void fork_child(void);
 
@@ -45,6 +49,7 @@ void hz_init_slow(void) {
   if (hz_key == 0) hz_key = (uintptr_t)hz_os_random(); /* kept if a fork interrupted start-up */
   hz_heap_init();
   hz_options_init();
+  hz_heap_page_size_init();
   hz_arena_init();
   /* ...until here: glibc may allocate in these two (served by the re-entry
    * above). */

@@ -24,10 +24,26 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#else
 #include <pthread.h>
+#endif
 #include "hakozuna.h"
 
+/* Everything declared below is internal to the library: hidden, so other
+ * files reach it directly, not through the GOT (which the arm64 linker does
+ * not relax: two extra instructions per global on the fast paths). */
+#pragma GCC visibility push(hidden)
+
+#ifdef _WIN32
+/* hakozuna.dll exports exactly these (hz_*, C++ operators); malloc & co.
+ * stay private to the static library, see docs/windows.md. */
+#define HZ_EXPORT __attribute__((dllexport))
+#else
 #define HZ_EXPORT __attribute__((visibility("default")))
+#endif
 #define hz_likely(x) __builtin_expect(!!(x), 1)
 #define hz_unlikely(x) __builtin_expect(!!(x), 0)
 #define hz_noinline __attribute__((noinline))
@@ -59,8 +75,15 @@
 #define HZ_SLICE_SHIFT 15
 #define HZ_SLICE_SIZE ((size_t)1 << HZ_SLICE_SHIFT)
 #define HZ_SLICES (HZ_SEG_SIZE / HZ_SLICE_SIZE)
-/* The segment map covers the 47-bit user address space, one byte a segment. */
-#define HZ_SEGMAP_LEN ((size_t)1 << (47 - HZ_SEG_SHIFT))
+/* The segment map covers the user address space, one byte a segment: 47 bits
+ * on x86-64; 48 on arm64, whose kernels hand out addresses just below 2^48
+ * (the map is zero pages until segments are made: 64 MiB of address space). */
+#if defined(__aarch64__)
+#define HZ_VA_BITS 48
+#else
+#define HZ_VA_BITS 47
+#endif
+#define HZ_SEGMAP_LEN ((size_t)1 << (HZ_VA_BITS - HZ_SEG_SHIFT))
 
 /* ---- Size classes ----
  * 16..128 in steps of 16, then 8 classes per doubling up to 32 KiB:
@@ -107,15 +130,27 @@ extern uintptr_t hz_key; /* random per process, never 0 */
 static inline uintptr_t hz_free_tag(const void *b) { return hz_key ^ (uintptr_t)b; }
 
 #if HZ_CHECKED
-/* The checked build hides free-list pointers from heap overflows. */
+/* The checked build hides free-list pointers from heap overflows, and its
+ * tag covers the stored link too: a write after free into bytes 0-15 of a
+ * free block shows as a tag that does not match (hz_block_is_free false, and
+ * malloc verifies it before following the link). */
 static inline hz_block_t *hz_next_encode(const hz_block_t *b, hz_block_t *next) {
   return (hz_block_t *)((uintptr_t)next ^ (hz_key * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)b);
 }
 #define hz_next_decode hz_next_encode
+static inline uintptr_t hz_block_tag(const hz_block_t *b) {
+  return hz_free_tag(b) ^ (uintptr_t)b->next * 0xff51afd7ed558ccdull;
+}
+/* Sets the tag after the link changed. */
+static inline void hz_block_retag(hz_block_t *b) { b->tag = hz_block_tag(b); }
 #else
 #define hz_next_encode(b, n) (n)
 #define hz_next_decode(b, n) (n)
+static inline uintptr_t hz_block_tag(const hz_block_t *b) { return hz_free_tag(b); }
+static inline void hz_block_retag(hz_block_t *b) { (void)b; }
 #endif
+/* A block's tag says it is free (a double free, or a use of a freed block). */
+static inline bool hz_block_is_free(const hz_block_t *b) { return b->tag == hz_block_tag(b); }
 
 /* ---- Spans ---- */
 typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
@@ -130,6 +165,10 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
   uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */
+  /* carved * block_size: no block starts at or past it. Grows while other
+   * threads free blocks of the span: accessed relaxed-atomically (a plain
+   * load on x86-64 and arm64). */
+  uint64_t limit;
   uint32_t block_size;
   uint32_t used;                /* blocks handed out and not yet back */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
@@ -139,6 +178,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   uint8_t pinned;               /* the current span of its class: used has +1 */
   uint16_t slice_count;
   uint16_t slice_index;
+  /* Slow-path fields. */
   uint32_t capacity;            /* blocks that fit */
   uint32_t carved;              /* blocks put on free lists so far */
   struct hz_span_s *next, *prev; /* class list or cache list */
@@ -154,6 +194,7 @@ typedef struct hz_segment_s {
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
   uint32_t arena;                      /* index of the pool it belongs to */
+  _Atomic uint64_t protected_mask[HZ_SLICES / 64]; /* checked build: slices made inaccessible */
   struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
   hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
 } hz_segment_t;
@@ -161,7 +202,7 @@ typedef struct hz_segment_s {
 _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice 0");
 
 /* Segment map values. */
-enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3 };
+enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3, HZ_MAP_ZERO = 4 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
 /* Written under different locks (arena, huge) and read by every free with
  * none: single bytes, stored atomically (relaxed); a free of a live block is
@@ -197,17 +238,28 @@ static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
   uint64_t off = p - s->start;
   return off * s->recip >= s->recip;
 }
+/* The fast path's pointer check: p is a block start below the span's carved
+ * limit. One compare more than the divisibility test refuses pointers into
+ * memory never handed out (the not-yet-carved part, the tail past the last
+ * whole block); an offset below start wraps and is refused too. */
+static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
+  uint64_t off = p - s->start;
+  return off >= __atomic_load_n(&s->limit, __ATOMIC_RELAXED) || off * s->recip >= s->recip;
+}
 
 /* A block goes back on its span's list (owner only); true when the span
  * needs the slow path: it became empty, or was full and off its list. */
 static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
   b->next = hz_next_encode(b, s->free);
+  hz_block_retag(b);
   s->free = b;
   return --s->used == 0 || s->unlisted;
 }
 
 /* ---- Heaps (per-thread caches) ---- */
 #define HZ_OUTBOX 8
+#define HZ_QUARANTINE 1024      /* checked build: freed small blocks held back */
+#define HZ_QUARANTINE_LARGE 16  /* checked build: freed large spans held back */
 typedef struct hz_outbox_s {
   struct hz_heap_s *owner;
   hz_block_t *head, *tail;
@@ -223,7 +275,9 @@ typedef struct hz_heap_counters_s {
   int64_t sample_left[HZ_NCLASS];        /* mallocs of the class before the next sampled one */
   uint64_t malloc[HZ_NCLASS + 1];
   uint64_t large_frees;
-  uint64_t remote_free[HZ_NCLASS + 1];
+  uint64_t remote_free[HZ_NCLASS + 1];   /* blocks this heap freed for other heaps */
+  uint64_t remote_back[HZ_NCLASS + 1];   /* blocks of this heap's spans back from others */
+  uint64_t remote_large_sent, remote_large_back; /* bytes of large blocks, likewise */
   uint64_t refill[HZ_NCLASS + 1];
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */
   uint64_t span_blocks_peak[HZ_NCLASS];
@@ -248,6 +302,14 @@ typedef struct hz_heap_s {
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
   long sample_rate;                     /* profiler rate sample_left is armed for; 0 idle */
+#if HZ_CHECKED
+  /* Freed small blocks and large spans wait here before they can be reused
+   * (heap.c, "quarantine"). */
+  hz_block_t *quarantine[HZ_QUARANTINE];
+  hz_span_t *quarantine_large[HZ_QUARANTINE_LARGE];
+  uint32_t quarantine_pos, quarantine_large_pos;
+  uint64_t quarantined[HZ_NCLASS];      /* blocks of each class in quarantine */
+#endif
 } hz_heap_t;
 
 /* Heaps lie side by side in the metadata chunks (heap.c), this far apart:
@@ -256,7 +318,34 @@ typedef struct hz_heap_s {
 #define HZ_HEAP_STRIDE ((sizeof(hz_heap_t) + 63) & ~(size_t)63)
 static inline uint32_t hz_heap_slot(const hz_heap_t *h) { return (uint32_t)((uintptr_t)h / HZ_HEAP_STRIDE); }
 
+#ifdef _WIN32
+/* GCC for Windows only knows emulated TLS (a call per access, and a malloc
+ * on a thread's first access, which start-up cannot afford). Thread-locals
+ * are variables of the image's own TLS block instead (os_windows.c: section
+ * .tls, which the loader copies for every thread with its initial value, so
+ * the heap pointer starts as &hz_heap_empty with no check), reached as the
+ * compiler would for native TLS: TEB -> ThreadLocalStoragePointer[_tls_index]
+ * + the variable's offset in the section. */
+extern unsigned int _tls_index;
+#define HZ_WIN_TLS(type, var)                                                 \
+  static inline __attribute__((const)) type *var##_slot(void) {               \
+    type *slot;                                                                \
+    __asm__("movq %%gs:0x58, %0\n\t"                                          \
+            "movl _tls_index(%%rip), %%ecx\n\t"                                \
+            "movq (%0,%%rcx,8), %0\n\t"                                        \
+            "leaq " #var "@SECREL32(%0), %0"                                   \
+            : "=r"(slot) : : "rcx");                                           \
+    return slot;                                                               \
+  }
+HZ_WIN_TLS(struct hz_heap_s *, hz_tls_heap_win)
+HZ_WIN_TLS(bool, hz_init_running_win)
+static inline hz_heap_t **hz_tls_heap_slot(void) { return hz_tls_heap_win_slot(); }
+#define hz_tls_heap (*hz_tls_heap_slot())
+typedef DWORD hz_thread_key_t; /* a fibre-local storage index */
+#else
 extern __thread hz_heap_t *hz_tls_heap;
+typedef pthread_key_t hz_thread_key_t;
+#endif
 extern hz_heap_t hz_heap_empty;  /* what a new thread starts with */
 extern hz_span_t hz_span_empty;
 
@@ -266,10 +355,21 @@ typedef struct hz_os_counters_s {
   _Atomic uint64_t bytes_mapped, bytes_returned;
 } hz_os_counters_t;
 extern hz_os_counters_t hz_os_stats;
+/* The page size the allocator works with: the OS's, or larger when
+ * HAKOZUNA_PAGE_SIZE asks (tests: the geometry of 16/64 KiB-page kernels on
+ * a 4 KiB-page machine). */
 extern size_t hz_os_page_size;
+/* Spans cover whole pages: where a page is larger than a slice (64 KiB pages)
+ * every span is a multiple of this many slices, aligned to it. */
+extern size_t hz_span_granule;
 void hz_os_init(void);
 unsigned hz_os_cpu_count(void);
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
+/* Address space for segments, made usable a segment at a time by
+ * hz_os_commit (Windows charges committed memory against its commit limit;
+ * on Linux a reservation is already usable, pages cost nothing untouched). */
+void *hz_os_reserve(size_t size, size_t align);
+bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
 void hz_os_advise_huge(void *p, size_t size, bool enable);
@@ -278,13 +378,14 @@ uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
 void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
+__attribute__((noreturn)) void hz_os_abort(void); /* after a misuse report */
 int hz_os_pid(void);
 int hz_os_open_report(const char *path); /* -1 on failure */
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
 void hz_os_yield(void);
-bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *));
-void hz_os_thread_key_set(pthread_key_t key, void *value);
+bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *));
+void hz_os_thread_key_set(hz_thread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
 int hz_os_thread_start(void *(*fn)(void *));
 void hz_os_thread_name(const char *name);
@@ -297,7 +398,9 @@ void hz_os_close(int fd);
 extern long hz_options[HZ_OPTION_COUNT];
 void hz_options_init(void); /* once; any caller may need the options first */
 void hz_options_late_init(void);
-static inline long hz_opt(hz_option_t o) { return hz_options[o]; }
+/* hz_option_set may run while other threads read: relaxed atomics (plain
+ * loads and stores on x86-64 and arm64) keep that a defined race. */
+static inline long hz_opt(hz_option_t o) { return __atomic_load_n(&hz_options[o], __ATOMIC_RELAXED); }
 bool hz_option_path(hz_option_t o, char *out, size_t size);
 void hz_options_print(FILE *out); /* one line: name=value ... */
 
@@ -336,9 +439,13 @@ void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
+#if HZ_CHECKED
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
+#endif
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
+void hz_heap_page_size_init(void);
 
 /* A heap's owner marks its slow paths (class lists, outboxes, the span cache
  * in flux): after a fork, the child adopts the heaps of threads that did not
@@ -358,7 +465,12 @@ static inline void hz_heap_leave(hz_heap_t *h) {
   h->busy--;
 }
 
+void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn); /* alloc.c: C++ sized delete */
+
 /* ---- remote.c ---- */
+/* Remote frees by threads with no heap to count them in (exiting threads). */
+extern _Atomic uint64_t hz_remote_orphans[HZ_NCLASS + 1];
+extern _Atomic int64_t hz_remote_orphan_large_bytes;
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
 void hz_remote_flush(hz_heap_t *h);
 bool hz_remote_drain(hz_heap_t *h);
@@ -406,29 +518,47 @@ void hz_verbose(const char *fmt, ...);
 hz_cold void hz_misuse_foreign(const void *p, const char *fn);
 hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn);
 hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
+hz_cold void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn);
 /* Classify a pointer the fast path refused; returns its span or NULL
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
 #if HZ_CHECKED
-/* Large blocks end on an inaccessible slice, huge blocks on a page. */
-#define HZ_LARGE_GUARD HZ_SLICE_SIZE
+/* Large blocks end on an inaccessible span granule (a slice, or a page where
+ * pages are larger), huge blocks on a page. */
+#define HZ_LARGE_GUARD (hz_span_granule * HZ_SLICE_SIZE)
 #define HZ_CANARY_SIZE 8
 void hz_checked_on_alloc(hz_block_t *b, size_t block_size, size_t request);
+void hz_checked_link(const hz_block_t *b, size_t block_size); /* before following b's link */
+void hz_checked_free_intact(const hz_block_t *b, size_t block_size); /* link and fill */
+/* 0-byte blocks: 16-byte slots of an inaccessible segment (HZ_MAP_ZERO). */
+void *hz_zero_alloc(void);
+bool hz_zero_valid(const void *p, const char *fn); /* reports misuse when false */
+void hz_zero_free(void *p, const char *fn);
 void hz_checked_on_free(hz_block_t *b, size_t block_size);
 #else
 #define HZ_LARGE_GUARD 0
 #define HZ_CANARY_SIZE 0
 #endif
 /* The inaccessible page after a huge block (checked build only). */
-static inline size_t hz_huge_guard(void) { return HZ_LARGE_GUARD ? hz_os_page_size : 0; }
+static inline size_t hz_huge_guard(void) { return HZ_CHECKED ? hz_os_page_size : 0; }
 
 /* ---- locks ----
  * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's; the huge
  * cache's alone; nothing that may allocate or wait for another thread is
- * called with one held. A lock remembers its holder (the address of a
- * thread-local, which a forked child keeps): after a fork the child tells
- * a lock a lost thread held, whose data may be torn, from one it holds
- * itself (fork from a signal handler that interrupted the allocator). */
+ * called with one held. */
+#ifdef _WIN32
+/* SRW locks; no fork on Windows, so no holder to remember. */
+typedef struct { SRWLOCK m; } hz_lock_t;
+#define HZ_LOCK_INIT { SRWLOCK_INIT }
+static inline void hz_lock(hz_lock_t *l) { AcquireSRWLockExclusive(&l->m); }
+static inline void hz_unlock(hz_lock_t *l) { ReleaseSRWLockExclusive(&l->m); }
+static inline bool hz_lock_lost_in_fork(hz_lock_t *l) { (void)l; return false; }
+static inline bool hz_lock_held_here(const hz_lock_t *l) { (void)l; return false; }
+#else
+/* A lock remembers its holder (the address of a thread-local, which a forked
+ * child keeps): after a fork the child tells a lock a lost thread held, whose
+ * data may be torn, from one it holds itself (fork from a signal handler
+ * that interrupted the allocator). */
 typedef struct {
   pthread_mutex_t m;
   const void *holder;
@@ -446,6 +576,8 @@ static inline void hz_unlock(hz_lock_t *l) {
 /* In a forked child: true when a thread that did not survive the fork held
  * the lock; it is then made free again, and the caller must rebuild or
  * discard what it protects. */
+/* True when this thread holds l (a fork child asks about the forking thread). */
+static inline bool hz_lock_held_here(const hz_lock_t *l) { return l->holder == &hz_lock_me; }
 static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   if (pthread_mutex_trylock(&l->m) == 0) {
     pthread_mutex_unlock(&l->m);
@@ -456,6 +588,9 @@ static inline bool hz_lock_lost_in_fork(hz_lock_t *l) {
   l->holder = NULL;
   return true;
 }
+#endif
+
+#pragma GCC visibility pop
 
 /* ---- profile.c ---- */
 /* Sampling is on (HAKOZUNA_PROFILE or HAKOZUNA_LEAKS): the mean gap in bytes. */

@@ -38,10 +38,11 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->block_size = (uint32_t)bs;
   s->recip = hz_recip(slices * HZ_SLICE_SIZE); /* only the span's start is a block */
   s->capacity = s->carved = s->used = 1;
+  __atomic_store_n(&s->limit, bs, __ATOMIC_RELAXED);
   s->unlisted = 1;
   s->free = NULL;
   *zeroed = s->zeroed;
-  if (HZ_LARGE_GUARD) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
+  if (HZ_CHECKED) hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
   h->n.large_bytes += bs;
   h->n.large_bytes_allocated += bs;
@@ -53,7 +54,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
 /* realloc: a large block grows into the unused rest of its span. Not in the
  * checked build, whose guard would have to move. */
 bool hz_large_grow(void *p, size_t size) {
-  if (HZ_LARGE_GUARD || hz_segmap_get(p) != HZ_MAP_SPANS) return false;
+  if (HZ_CHECKED || hz_segmap_get(p) != HZ_MAP_SPANS) return false;
   hz_span_t *s = hz_span_of(p);
   if (s->kind != HZ_SPAN_LARGE || size > (size_t)s->slice_count * HZ_SLICE_SIZE) return false;
   size_t bs = hz_large_block_size(size);
@@ -68,6 +69,8 @@ bool hz_large_grow(void *p, size_t size) {
 typedef struct hz_huge_s {
   uintptr_t magic;   /* hz_key ^ address: this really is a huge header */
   size_t map_size;   /* multiple of the segment size */
+  size_t used_size;  /* what this block was sized for: a reused mapping may be
+                        larger, but the usable size stays what hz_good_size says */
   size_t offset;     /* block = base + offset */
   size_t base_align;
   bool cached;
@@ -150,8 +153,9 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
     segmap_mark(hh, HZ_MAP_HUGE);
   }
   hh->offset = offset;
+  hh->used_size = need;
   hh->cached = false;
-  if (guard) hz_os_protect((char *)hh + hh->map_size - guard, guard, false);
+  if (guard) hz_os_protect((char *)hh + need - guard, guard, false);
   hz_lock(&hz_huge_lock);
   hz_huge_allocs++;
   hz_huge_live += hh->map_size;
@@ -183,7 +187,7 @@ static hz_huge_t *huge_lookup(const void *p, const char *fn) {
 
 size_t hz_huge_usable(const void *p, const char *fn) {
   hz_huge_t *hh = huge_lookup(p, fn);
-  return hh ? hh->map_size - hh->offset - hz_huge_guard() : 0;
+  return hh ? hh->used_size - hh->offset - hz_huge_guard() : 0;
 }
 
 void hz_huge_free(void *p, const char *fn) {
@@ -196,7 +200,7 @@ void hz_huge_free(void *p, const char *fn) {
   hz_huge_frees++;
   hz_huge_live -= hh->map_size;
   hh->cached = true;
-  if (hz_huge_guard()) hz_os_protect((char *)hh + hh->map_size - hz_huge_guard(), hz_huge_guard(), true);
+  if (hz_huge_guard()) hz_os_protect((char *)hh + hh->used_size - hz_huge_guard(), hz_huge_guard(), true);
   size_t budget = (size_t)hz_opt(HZ_OPTION_HUGE_CACHE) << 20;
   bool keep = hz_opt(HZ_OPTION_PURGE_DELAY) != 0 && hz_huge_cached_bytes + hh->map_size <= budget;
   if (keep) {

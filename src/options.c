@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +32,16 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_ARENA_RESERVE] = {"arena_reserve", 64, 4, 1048576, "MiB",
                                "address space reserved per OS request for segments"},
   [HZ_OPTION_THREAD_CACHE] = {"thread_cache", 4096, 0, 1048576, "KiB", "empty spans each thread keeps for reuse"},
-  [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (> 2 MiB) kept mapped for reuse"},
+  [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (above mmap_threshold) kept mapped for reuse"},
   [HZ_OPTION_CHECK] = {"check", 1, 0, 1, "level",
                        "on a detected misuse (double/invalid free): 1 report and abort, 0 report, leak the block, go on"},
   [HZ_OPTION_STATS_FILE] = {"stats_file", 0, 0, 1, "path",
                             "write the exit report to this file instead of stderr (implies stats; %p: the pid)", ""},
+  [HZ_OPTION_MMAP_THRESHOLD] = {"mmap_threshold", HZ_LARGE_MAX, HZ_SMALL_MAX, HZ_LARGE_MAX, "bytes",
+                                "requests larger than this are mapped directly (huge blocks); smaller ones share spans"},
+  [HZ_OPTION_PAGE_SIZE] = {"page_size", 0, 0, 65536, "bytes",
+                           "assume pages this large, a power of two above the OS's (tests the 16/64 KiB-page "
+                           "geometry on 4 KiB pages); 0: the OS's. Fixed at start-up: reads back the size in use"},
   [HZ_OPTION_PROFILE] = {"profile", 0, 0, 1, "bool",
                          "sample allocations and write a heap profile at exit (docs/profiling.md)"},
   [HZ_OPTION_PROFILE_RATE] = {"profile_rate", 524288, 1, 1L << 30, "bytes",
@@ -83,6 +89,29 @@ extern char **environ;
 static bool hz_options_env_seen;
 static void options_read(void);
 
+/* HAKOZUNA_<NAME> variables that name no option: most likely a typo (the
+ * option then silently keeps its default), so say so. */
+static void hz_options_warn_unknown(void) {
+  static const char prefix[] = "HAKOZUNA_";
+  for (char **e = environ; *e != NULL; e++) {
+    if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
+    const char *name = *e + sizeof prefix - 1, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    bool known = false;
+    for (int i = 0; i < HZ_OPTION_COUNT && !known; i++) {
+      const char *o = hz_option_table[i].name;
+      known = strlen(o) == len;
+      for (size_t k = 0; known && k < len; k++) known = toupper((unsigned char)o[k]) == name[k];
+    }
+    if (known) continue;
+    char names[256];
+    size_t n = 0;
+    for (int i = 0; i < HZ_OPTION_COUNT && n < sizeof names; i++)
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", hz_option_table[i].name);
+    hz_warning("unknown option %.*s ignored (the options are %s)", (int)(len + sizeof prefix - 1), *e, names);
+  }
+}
+
 /* Once, by start-up or by whoever needs an option first (a misuse report,
  * hz_option_get), possibly before libc has set environ (an allocation from a
  * .preinit_array function); hz_options_late_init reads it again then. The
@@ -101,6 +130,7 @@ static void options_read(void) {
     hz_options[i] = hz_option_table[i].def;
     if (hz_option_is_string(i)) hz_option_store_string(i, hz_option_table[i].sdef);
   }
+  if (environ != NULL) hz_options_warn_unknown();
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     const hz_option_desc_t *d = &hz_option_table[i];
     char env[64] = "HAKOZUNA_";
@@ -128,7 +158,7 @@ void hz_options_late_init(void) {
 HZ_EXPORT long hz_option_get(hz_option_t o) {
   if ((unsigned)o >= HZ_OPTION_COUNT) { errno = EINVAL; return -1; }
   hz_options_init();
-  return hz_options[o];
+  return hz_opt(o);
 }
 
 HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
@@ -136,7 +166,9 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
   hz_options_init();
   const hz_option_desc_t *d = &hz_option_table[o];
   if (hz_option_is_string(o) || value < d->min || value > d->max) { errno = EINVAL; return -1; }
-  hz_options[o] = value;
+  /* the geometry follows the page size: it cannot change once running */
+  if (o == HZ_OPTION_PAGE_SIZE && value != hz_options[o]) { errno = EINVAL; return -1; }
+  __atomic_store_n(&hz_options[o], value, __ATOMIC_RELAXED);
   if (o == HZ_OPTION_PROFILE || o == HZ_OPTION_PROFILE_RATE || o == HZ_OPTION_LEAKS) hz_profile_option_changed();
   return 0;
 }

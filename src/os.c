@@ -2,6 +2,8 @@
 /* The platform layer: every call into the kernel goes through here, so the
  * rest of the allocator is portable and the calls are counted for stats. */
 #define _GNU_SOURCE
+/* Windows has src/os_windows.c. */
+#ifndef _WIN32
 #include "internal.h"
 
 #include <errno.h>
@@ -9,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/auxv.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -23,6 +26,7 @@
 
 hz_os_counters_t hz_os_stats;
 size_t hz_os_page_size = 4096;
+static size_t os_real_page_size = 4096; /* hz_os_page_size may be assumed larger */
 
 static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
@@ -31,7 +35,7 @@ static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c
  * sysconf, and a preloaded sysconf may too). */
 void hz_os_init(void) {
   unsigned long ps = getauxval(AT_PAGESZ);
-  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = (size_t)ps;
+  if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = os_real_page_size = (size_t)ps;
 }
 
 /* CPUs this process may run on, without allocating (sysconf's CPU count
@@ -64,6 +68,7 @@ void *hz_os_map(size_t size, size_t align) {
   if (size + extra < size) return NULL;
   void *p = mmap(NULL, size + extra, PROT_READ | PROT_WRITE, flags, -1, 0);
   count(&hz_os_stats.mmap_calls, 1);
+  if (p == MAP_FAILED) hz_verbose("mmap of %zu bytes failed (errno %d)", size + extra, errno);
   errno = errno_saved; /* callers report ENOMEM themselves */
   if (p == MAP_FAILED) return NULL;
   if (extra) { /* the trimmed ends were never counted as mapped */
@@ -76,6 +81,9 @@ void *hz_os_map(size_t size, size_t align) {
   count(&hz_os_stats.bytes_mapped, size);
   return p;
 }
+
+void *hz_os_reserve(size_t size, size_t align) { return hz_os_map(size, align); }
+bool hz_os_commit(void *p, size_t size) { (void)p, (void)size; return true; }
 
 /* Memory given back with munmap counts as returned, like madvise's. */
 void hz_os_unmap(void *p, size_t size) {
@@ -160,7 +168,7 @@ size_t hz_os_rss(void) {
       while (*q && *q != ' ') q++;
       while (*q == ' ') q++;
       while (*q >= '0' && *q <= '9') rss = rss * 10 + (size_t)(*q++ - '0');
-      rss *= hz_os_page_size;
+      rss *= os_real_page_size;
     }
   }
   errno = errno_saved;
@@ -289,3 +297,6 @@ void hz_os_close(int fd) {
   close(fd);
   errno = errno_saved;
 }
+
+void hz_os_abort(void) { abort(); }
+#endif

@@ -45,6 +45,21 @@ static inline void *cxx_new_aligned_nothrow(size_t n, size_t a) {
 }
 
 #define HZ_CXX HZ_EXPORT
+/* size_t is unsigned long long on Win64: "y" where Linux mangles "m". */
+#ifdef _WIN64
+#define _Znwm _Znwy
+#define _Znam _Znay
+#define _ZnwmRKSt9nothrow_t _ZnwyRKSt9nothrow_t
+#define _ZnamRKSt9nothrow_t _ZnayRKSt9nothrow_t
+#define _ZnwmSt11align_val_t _ZnwySt11align_val_t
+#define _ZnamSt11align_val_t _ZnaySt11align_val_t
+#define _ZnwmSt11align_val_tRKSt9nothrow_t _ZnwySt11align_val_tRKSt9nothrow_t
+#define _ZnamSt11align_val_tRKSt9nothrow_t _ZnaySt11align_val_tRKSt9nothrow_t
+#define _ZdlPvm _ZdlPvy
+#define _ZdaPvm _ZdaPvy
+#define _ZdlPvmSt11align_val_t _ZdlPvySt11align_val_t
+#define _ZdaPvmSt11align_val_t _ZdaPvySt11align_val_t
+#endif
 /* new / new[] */
 HZ_CXX void *_Znwm(size_t n) { return cxx_new(n); }
 HZ_CXX void *_Znam(size_t n) { return cxx_new(n); }
@@ -60,17 +75,18 @@ HZ_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
   (void)nt;
   return cxx_new_aligned_nothrow(n, a);
 }
-/* delete / delete[]: plain, sized, aligned, nothrow */
+/* delete / delete[]: plain, sized, aligned, nothrow. The sized forms check
+ * the size against the block (a mismatch is reported like a bad free). */
 HZ_CXX void _ZdlPv(void *p) { hz_free(p); }
 HZ_CXX void _ZdaPv(void *p) { hz_free(p); }
-HZ_CXX void _ZdlPvm(void *p, size_t n) { (void)n; hz_free(p); }
-HZ_CXX void _ZdaPvm(void *p, size_t n) { (void)n; hz_free(p); }
+HZ_CXX void _ZdlPvm(void *p, size_t n) { hz_free_sized_new(p, n, 0, "operator delete"); }
+HZ_CXX void _ZdaPvm(void *p, size_t n) { hz_free_sized_new(p, n, 0, "operator delete[]"); }
 HZ_CXX void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
 HZ_CXX void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
 HZ_CXX void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
 HZ_CXX void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
-HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hz_free(p); }
-HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { (void)n; (void)a; hz_free(p); }
+HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hz_free_sized_new(p, n, a, "operator delete"); }
+HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hz_free_sized_new(p, n, a, "operator delete[]"); }
 HZ_CXX void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
 HZ_CXX void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
 #endif

@@ -80,24 +80,41 @@ static int stats_get(hz_stats_t *out) {
   out->size = sizeof *out;
   out->class_count = HZ_NCLASS;
   hz_class_stats_t *cs = out->classes;
-  int64_t large_bytes = 0; /* a block may be freed by another heap than its allocator */
+  /* a block may be freed by another heap than its allocator */
+  int64_t large_bytes = atomic_load_explicit(&hz_remote_orphan_large_bytes, memory_order_relaxed);
+  int64_t transit_large = -large_bytes; /* large bytes freed, their span not yet back with its owner */
+  uint64_t back[HZ_NCLASS] = {0}, held[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0}, transit_bytes = 0;
+  for (int c = 0; c <= HZ_NCLASS; c++) {
+    uint64_t orphans = atomic_load_explicit(&hz_remote_orphans[c], memory_order_relaxed);
+    if (c < HZ_NCLASS) cs[c].remote_frees = orphans;
+    else out->large_frees = orphans;
+  }
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     out->thread_count += h->live;
     for (int c = 0; c < HZ_NCLASS; c++) {
       cs[c].mallocs += h->n.malloc[c] - (uint64_t)h->n.sample_left[c];
       cs[c].remote_frees += h->n.remote_free[c];
+      back[c] += h->n.remote_back[c];
+#if HZ_CHECKED
+      held[c] += h->quarantined[c]; /* freed, not yet back in their span */
+#endif
       cs[c].refills += h->n.refill[c];
       cs[c].peak += h->n.span_blocks_peak[c];
     }
     out->large_allocs += h->n.malloc[HZ_CLASS_LARGE];
     out->large_frees += h->n.large_frees;
     large_bytes += h->n.large_bytes;
+    transit_large += (int64_t)(h->n.remote_large_sent - h->n.remote_large_back);
   }
   out->large_live_bytes = large_bytes > 0 ? (uint64_t)large_bytes : 0;
-  uint64_t live[HZ_NCLASS] = {0};
   hz_arena_live_blocks(live);
   for (int c = 0; c < HZ_NCLASS; c++) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
+    /* blocks freed by other threads and not yet back in their span are freed */
+    uint64_t transit = (cs[c].remote_frees > back[c] ? cs[c].remote_frees - back[c] : 0) + held[c];
+    transit = live[c] > transit ? transit : live[c];
+    live[c] -= transit;
+    transit_bytes += transit * hz_class_size((uint32_t)c);
     cs[c].live = live[c] < cs[c].mallocs ? live[c] : cs[c].mallocs;
     cs[c].frees = cs[c].mallocs - cs[c].live;
     out->bytes_in_use += cs[c].live * hz_class_size((uint32_t)c);
@@ -116,7 +133,11 @@ static int stats_get(hz_stats_t *out) {
   out->other_os_calls = atomic_load_explicit(&hz_os_stats.other_calls, memory_order_relaxed);
   out->peak_rss = hz_os_peak_rss();
   out->current_rss = hz_os_rss();
+  /* read after the peak: the resident set may have grown in between */
+  if (out->peak_rss < out->current_rss) out->peak_rss = out->current_rss;
   stats_get_usage(out);
+  /* freed blocks still on their way back to their span */
+  out->unused_in_spans += transit_bytes + (transit_large > 0 ? (uint64_t)transit_large : 0);
   return 0;
 }
 
@@ -267,6 +288,19 @@ static void stats_report_to(FILE *f, bool at_exit) {
     stats_report(f, at_exit);
     return;
   }
+#ifdef _WIN32
+  /* no fopencookie: the report goes through a temporary file */
+  FILE *hook = atomic_load(&hz_output_hook) ? tmpfile() : NULL;
+  if (hook == NULL) {
+    stats_report(stderr, at_exit);
+    return;
+  }
+  stats_report(hook, at_exit);
+  rewind(hook);
+  char line[512];
+  while (fgets(line, sizeof line, hook)) hook_write(NULL, line, strlen(line)); /* a line per call */
+  fclose(hook);
+#else
   cookie_io_functions_t io = {.write = hook_write};
   FILE *hook = atomic_load(&hz_output_hook) ? fopencookie(NULL, "w", io) : NULL;
   if (hook == NULL) {
@@ -277,6 +311,7 @@ static void stats_report_to(FILE *f, bool at_exit) {
   setvbuf(hook, line, _IOLBF, sizeof line);
   stats_report(hook, at_exit);
   fclose(hook);
+#endif
 }
 
 HZ_EXPORT void hz_stats_print(FILE *f) { stats_report_to(f, false); }

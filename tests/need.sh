@@ -24,7 +24,8 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- the list: name, what it is for, its check (cap_NAME) and its packages
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
 CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan tsan fuzzer valgrind
-      cpython-tests redis redis-source memcached matplotlib go-pprof mimalloc tcmalloc jemalloc)
+      cpython-tests redis redis-source memcached matplotlib go-pprof mimalloc tcmalloc jemalloc
+      arm64-cross qemu-aarch64 mingw wine)
 
 declare -A WHY=(
   [cc]="the C compiler, for the library and the tests"
@@ -52,6 +53,10 @@ declare -A WHY=(
   [mimalloc]="make bench: the mimalloc peer"
   [tcmalloc]="make bench: the tcmalloc peer"
   [jemalloc]="make bench: the jemalloc peer"
+  [arm64-cross]="make test-arm64: the arm64 Linux cross compilers and C library"
+  [qemu-aarch64]="make test-arm64: runs the arm64 tests"
+  [mingw]="make test-windows: the Windows x64 cross compilers"
+  [wine]="make test-windows: runs the Windows tests"
 )
 
 # compiles_runs COMPILER FLAGS...: a one-line C program builds and runs.
@@ -137,6 +142,28 @@ cap_tcmalloc() { has_lib libtcmalloc_minimal.so.4; }
 pkgs_tcmalloc() { echo libtcmalloc-minimal4; }
 cap_jemalloc() { has_lib libjemalloc.so.2; }
 pkgs_jemalloc() { echo libjemalloc2; }
+
+cap_arm64-cross() {
+  compiles_static aarch64-linux-gnu-gcc -x c && compiles_static aarch64-linux-gnu-g++ -x c++
+}
+pkgs_arm64-cross() { echo gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross; }
+cap_qemu-aarch64() { qemu-aarch64 --version >/dev/null 2>&1; }
+pkgs_qemu-aarch64() { echo qemu-user; }
+cap_mingw() { compiles_static x86_64-w64-mingw32-gcc -x c && compiles_static x86_64-w64-mingw32-g++-posix -x c++; }
+pkgs_mingw() { echo mingw-w64; }
+# Debian's wine64 puts the loader in /usr/lib/wine (the wine package adds
+# the wrappers on PATH).
+wine_path() { command -v wine64 2>/dev/null || { [ -x /usr/lib/wine/wine64 ] && echo /usr/lib/wine/wine64; }; }
+cap_wine() { [ -n "$(wine_path)" ] && "$(wine_path)" --version >/dev/null 2>&1; }
+pkgs_wine() { echo wine64; }
+# compiles_static COMPILER FLAGS...: a one-line program builds, statically
+# linked (cross compilers: it is not run here).
+compiles_static() {
+  local compiler=$1
+  shift
+  printf 'int main(void) { return 0; }\n' >"$tmp/s.c"
+  command -v "$compiler" >/dev/null 2>&1 && "$compiler" "$@" "$tmp/s.c" -static -o "$tmp/s" >/dev/null 2>&1
+}
 
 # ---- the mechanism -----------------------------------------------------------
 known() { declare -F "cap_$1" >/dev/null; }

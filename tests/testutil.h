@@ -11,9 +11,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#include <psapi.h>
+#else
+#include <sys/wait.h>
 #include <unistd.h>
+#endif
+
+#ifdef _WIN32
+/* The Windows C runtime has none of these names; the Windows tests link
+ * hakozuna and use its own (docs/windows.md: what is redirected). */
+#include "hakozuna.h"
+#define aligned_alloc hz_aligned_alloc
+#define malloc_usable_size hz_usable_size
+#define malloc_trim(pad) (hz_collect(1), 1)
+#endif
+
+/* The OS page size. */
+static inline size_t tu_page_size(void) {
+#ifdef _WIN32
+  SYSTEM_INFO si;
+  GetSystemInfo(&si);
+  return si.dwPageSize;
+#else
+  return (size_t)sysconf(_SC_PAGESIZE);
+#endif
+}
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -103,6 +131,12 @@ static inline double tu_now(void) {
 }
 
 /* Resident set size in bytes, from /proc/self/statm (-1 if unreadable). */
+#ifdef _WIN32
+static inline long tu_rss(void) {
+  PROCESS_MEMORY_COUNTERS pmc;
+  return K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc) ? (long)pmc.WorkingSetSize : -1;
+}
+#else
 static inline long tu_rss(void) {
   FILE *f = fopen("/proc/self/statm", "r");
   long size = 0, resident = -1;
@@ -111,6 +145,7 @@ static inline long tu_rss(void) {
   fclose(f);
   return resident < 0 ? -1 : resident * sysconf(_SC_PAGESIZE);
 }
+#endif
 
 /* An environment variable as a number, or def. */
 static inline double tu_env_double(const char *name, double def) {
@@ -129,6 +164,7 @@ static inline int tu_threads(void) {
   return n;
 }
 
+#ifndef _WIN32 /* no fork on Windows */
 /* fn(arg) in a forked child, which an alarm ends after `seconds` (a hang
  * shows as SIGALRM) and which leaves with _exit(fn's result). Returns the
  * wait status, and describes it in why (when not a clean exit 0). */
@@ -147,6 +183,44 @@ static inline int tu_child(int (*fn)(void *), void *arg, unsigned seconds, char 
   else if (WIFSIGNALED(st)) snprintf(why, why_len, "killed by signal %d", WTERMSIG(st));
   else snprintf(why, why_len, "exit status %d", WEXITSTATUS(st));
   return pid < 0 ? -1 : st;
+}
+#endif
+
+/* fork() for a child meant to die of misuse: no core dump, killed by SIGALRM
+ * after limit_s, its stderr into a pipe whose read end *err_fd gets (-1 in
+ * the child). Returns fork()'s value. */
+static inline pid_t tu_fork_capturing(int *err_fd, unsigned limit_s) {
+  int errp[2];
+  *err_fd = -1;
+  if (pipe(errp) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    alarm(limit_s);
+    dup2(errp[1], 2);
+    close(errp[0]);
+    *err_fd = -1;
+  } else {
+    *err_fd = errp[0];
+  }
+  close(errp[1]);
+  return pid;
+}
+
+/* Read fd to its end (or cap - 1 bytes) into buf, NUL-terminated. */
+static inline size_t tu_read_all(int fd, char *buf, size_t cap) {
+  size_t len = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + len, cap - 1 - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+    if (len == cap - 1) break;
+  }
+  buf[len] = 0;
+  return len;
 }
 
 #endif /* HZ_TEST_UTIL_H */

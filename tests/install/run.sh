@@ -168,7 +168,7 @@ for hz in $launchers; do
 		sh -c "'$hz' run --profile '$tmp/prof-%p.pb.gz' -- '$tmp/probe' && ls '$tmp'/prof-*.pb.gz '$tmp'/prof-*.txt"
 	check "$where: run --leaks: a sampled leak report on stderr" \
 		sh -c "'$hz' run --leaks -- '$tmp/probe' 2>&1 >/dev/null | grep -q 'SAMPLED leak report'"
-	for bad in "run" "run --option novalue -- true" "run --bogus -- true" "frobnicate"; do
+	for bad in "run" "run --option novalue -- true" "run --option purg_delay=1 -- true" "run --bogus -- true" "frobnicate"; do
 		# shellcheck disable=SC2086 # split on purpose
 		check "$where: 'hakozuna $bad' is an error" sh -c "'$hz' $bad; [ \$? = 2 ]"
 	done

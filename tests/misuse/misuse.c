@@ -6,6 +6,10 @@
  *   hakozuna: free(): double free of 0x... (block of N bytes)
  *   hakozuna: free(): invalid pointer 0x... (not allocated by hakozuna)
  *   hakozuna: free(): invalid pointer 0x... (inside a block of N bytes at 0x...)
+ *   hakozuna: free(): invalid pointer 0x... (in a span of N-byte blocks, where
+ *             no block was handed out yet | in the tail of a span ... past its last block)
+ *   hakozuna: malloc_usable_size(): use of the freed block 0x... (block of N bytes)
+ *   hakozuna: operator delete(): size N does not match the block 0x... (M bytes)
  *
  * (free, realloc or malloc_usable_size, as called). The pointer printed must
  * be the one passed, a block's start the block's, and N at least the size
@@ -13,8 +17,11 @@
  * static data, other mmaps), pointers into the middle of small, medium,
  * large and huge blocks, double frees right away, after many other
  * allocations and frees, from another thread, through realloc, and after
- * realloc(p, 0); hz_free_sized with a wrong size. Runs on hakozuna only. */
+ * realloc(p, 0); the size of a freed block; pointers into a span's memory
+ * that never held a block; C++ sized delete and hz_free_sized with a wrong
+ * size. Runs on hakozuna only. */
 #include "check.h"
+#include "hakozuna.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -26,11 +33,13 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-typedef enum { FN_FREE, FN_REALLOC, FN_USABLE } fn_t;
-static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size"};
+typedef enum { FN_FREE, FN_REALLOC, FN_USABLE, FN_DELETE } fn_t;
+static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
+                                       "operator delete"};
 
 /* What the child reports and the message must show. */
-typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT } expect_t;
+typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK,
+               EXPECT_SIZE, EXPECT_FREED, EXPECT_WAF } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -61,6 +70,7 @@ static void call(fn_t fn, void *p) {
   case FN_FREE: free_fn(p); break;
   case FN_REALLOC: realloc_fn(p, 100); break;
   case FN_USABLE: usable_fn(p); break;
+  case FN_DELETE: break; /* run_sized_delete calls it */
   }
 }
 
@@ -105,13 +115,36 @@ static void run_inside(const mcase_t *c) {
 }
 
 /* Past the end of a large block but inside its span: 40,000 bytes take 10
- * pages of a 64 KiB span, and the rest is no block. */
+ * pages of a 64 KiB span, and the rest is no block. (The checked build's
+ * guard slice makes the span 96 KiB: the last slice is past the block.) */
 static void run_past_end(const mcase_t *c) {
   char *p = malloc_fn(c->size);
   if (!p) _exit(5);
   memset(p, 1, c->size);
-  char *q = p + 48 * KiB;
-  report(q, p, c->size);
+  char *q = p + (strcmp(hz_target(), "hakozuna-checked") == 0 ? 80 : 48) * KiB;
+  report(q, NULL, 0);
+  call(c->fn, q);
+}
+
+/* ---- pointers into span memory that never held a block ---- */
+/* 48-byte blocks: a 32 KiB span holds 682 of them and a 32-byte tail that
+ * looks like the start of block 682. */
+static void run_span_tail(const mcase_t *c) {
+  char *p = malloc_fn(40);
+  if (!p) _exit(5);
+  char *q = (char *)((uintptr_t)p & ~(uintptr_t)32767) + 682 * 48;
+  report(q, NULL, 0);
+  call(c->fn, q);
+}
+
+/* 1 KiB blocks are put on the free list four at a time: in a fresh span,
+ * block 20 was never handed out. */
+static void run_span_uncarved(const mcase_t *c) {
+  char *p = NULL;
+  for (int i = 0; i < 200 && (p == NULL || ((uintptr_t)p & 32767) != 0); i++) p = malloc_fn(1000);
+  if (!p || ((uintptr_t)p & 32767) != 0) _exit(5);
+  char *q = p + 20 * 1024;
+  report(q, NULL, 0);
   call(c->fn, q);
 }
 
@@ -185,6 +218,12 @@ static int churn(size_t target, const char *blk, size_t n) {
 
 static void run_double_churn(const mcase_t *c) {
   void *pins[8];
+  /* A freed huge block stays mapped (and its double free recognisable) only
+   * while it waits in the huge cache, HAKOZUNA_PURGE_DELAY ms: keep it there
+   * however long the churn takes on a loaded machine. */
+  int (*option_set)(hz_option_t, long) =
+      (int (*)(hz_option_t, long))dlsym(RTLD_DEFAULT, "hz_option_set");
+  if (!option_set || option_set(HZ_OPTION_PURGE_DELAY, -1) != 0) _exit(7);
   churn(c->size, NULL, 0);
   for (int i = 0; i < 4; i++) pins[i] = malloc_fn(c->size);
   void *p = malloc_fn(c->size);
@@ -197,6 +236,51 @@ static void run_double_churn(const mcase_t *c) {
   for (int i = 0; i < 8; i++) free_fn(pins[i]);
 }
 
+/* C++ sized delete (the allocator's own operator delete(void *, size_t) and
+ * its aligned form) with a size other than the one new was given:
+ * c->size is new's size, the size given to delete is in the table. */
+static const struct { size_t new_size, delete_size, align; } sized_cases[] = {
+    {1, 32, 0},              /* new char, deleted as a 32-byte struct */
+    {100, 1000, 0},          /* small, deleted as a bigger small size */
+    {1000, 100, 0},          /* small, deleted as a smaller class */
+    {200 * KiB, 100, 0},     /* large, deleted as small */
+    {200 * KiB, 400 * KiB, 0}, /* large, deleted as another slice count */
+    {16 * MiB, 32 * MiB, 0}, /* huge, deleted as a bigger one */
+    {100, 300, 64},          /* aligned new, deleted with another size */
+};
+
+static void run_sized_delete(const mcase_t *c) {
+  void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+  void *(*op_new_al)(size_t, size_t) =
+      (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "_ZnwmSt11align_val_t");
+  void (*op_del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+  void (*op_del_al)(void *, size_t, size_t) =
+      (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvmSt11align_val_t");
+  if (!op_new || !op_new_al || !op_del || !op_del_al) _exit(7);
+  size_t n = sized_cases[c->size].new_size, d = sized_cases[c->size].delete_size;
+  size_t a = sized_cases[c->size].align;
+  /* the right size first: no report */
+  void *ok = a ? op_new_al(n, a) : op_new(n);
+  if (a) op_del_al(ok, n, a);
+  else op_del(ok, n);
+  void *p = a ? op_new_al(n, a) : op_new(n);
+  report(p, p, d);
+  if (a) op_del_al(p, d, a);
+  else op_del(p, d);
+}
+
+/* Checked build: a write after free into a free block, at byte c->size of a
+ * 40-byte block (0-15 are the free-list link and tag), shows when the block
+ * is handed out again. */
+static void run_write_after_free(const mcase_t *c) {
+  unsigned char *p = malloc_fn(40);
+  if (!p) _exit(5);
+  report(p, p, 40);
+  free_fn(p);
+  p[c->size] ^= 0x5a;
+  for (int i = 0; i < 100000; i++) free_fn(malloc_fn(40));
+}
+
 static void run_free_sized(const mcase_t *c) {
   void (*free_sized)(void *, size_t) =
       (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hz_free_sized");
@@ -207,19 +291,6 @@ static void run_free_sized(const mcase_t *c) {
 }
 
 /* ---- the parent's side ---- */
-static size_t read_all(int fd, char *buf, size_t cap) {
-  size_t len = 0;
-  for (;;) {
-    ssize_t r = read(fd, buf + len, cap - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-    if (len == cap - 1) break;
-  }
-  buf[len] = 0;
-  return len;
-}
-
 /* The number after `key` in msg (hex after "0x", else decimal); -1 if none. */
 static int number_after(const char *msg, const char *key, uintptr_t *out) {
   const char *s = strstr(msg, key);
@@ -237,14 +308,23 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   size_t len = strlen(msg);
   CHECKF(len > 0 && msg[len - 1] == '\n' && strchr(msg, '\n') == msg + len - 1,
          "%s: stderr is not one line: \"%s\"", name, msg);
-  if (c->expect == EXPECT_ABORT) {
+  if (c->expect == EXPECT_ABORT || c->expect == EXPECT_WAF) {
     CHECKF(strncmp(msg, "hakozuna: ", 10) == 0, "%s: stderr \"%s\"", name, msg);
+    if (c->expect == EXPECT_WAF) /* found by a later malloc */
+      CHECKF(strstr(msg, "write after free detected in the free block ") != NULL,
+             "%s: stderr \"%s\"", name, msg);
     return;
   }
   if (!CHECKF(strncmp(msg, prefix, strlen(prefix)) == 0, "%s: stderr \"%s\" "
               "does not start with \"%s\"", name, msg, prefix))
     return;
   uintptr_t v;
+  if (c->expect == EXPECT_FREED) {
+    CHECKF(number_after(msg, "use of the freed block ", &v) && v == passed,
+           "%s: stderr \"%s\", want use of the freed block %#lx", name, msg,
+           (unsigned long)passed);
+    return;
+  }
   if (c->expect == EXPECT_DOUBLE) {
     CHECKF(number_after(msg, "double free of ", &v) && v == passed,
            "%s: stderr \"%s\", want double free of %#lx", name, msg,
@@ -253,12 +333,26 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
            "%s: stderr \"%s\", want (block of >= %zu bytes)", name, msg, c->size);
     return;
   }
+  if (c->expect == EXPECT_SIZE) {
+    CHECKF(number_after(msg, "(): size ", &v) && v == sized_cases[c->size].delete_size,
+           "%s: stderr \"%s\", want size %zu", name, msg,
+           sized_cases[c->size].delete_size);
+    CHECKF(number_after(msg, "does not match the block ", &v) && v == passed,
+           "%s: stderr \"%s\", want the block %#lx", name, msg, (unsigned long)passed);
+    return;
+  }
   CHECKF(number_after(msg, "invalid pointer ", &v) && v == passed,
          "%s: stderr \"%s\", want invalid pointer %#lx", name, msg,
          (unsigned long)passed);
   if (c->expect == EXPECT_FOREIGN) {
     CHECKF(strstr(msg, "(not allocated by hakozuna)") != NULL, "%s: stderr \"%s\"",
            name, msg);
+    return;
+  }
+  if (c->expect == EXPECT_NOBLOCK) {
+    CHECKF(strstr(msg, "where no block was handed out") != NULL ||
+               strstr(msg, "past its last block") != NULL,
+           "%s: stderr \"%s\"", name, msg);
     return;
   }
   CHECKF(number_after(msg, "(inside a block of ", &v) && v >= c->size,
@@ -276,29 +370,22 @@ static void run_case(const mcase_t *c) {
   else
     snprintf(name, sizeof name, "%s(): %s, %zu bytes", fn_names[c->fn], c->what,
              c->size);
-  int errp[2], infop[2];
-  if (!CHECK(pipe(errp) == 0 && pipe(infop) == 0)) return;
-  fflush(NULL);
-  pid_t pid = fork();
+  int err_fd, infop[2];
+  if (!CHECK(pipe(infop) == 0)) return;
+  pid_t pid = tu_fork_capturing(&err_fd, 20);
+  if (!CHECK(pid >= 0)) return;
   if (pid == 0) {
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    alarm(20);
-    dup2(errp[1], 2);
-    close(errp[0]);
-    close(errp[1]);
     close(infop[0]);
     info_fd = infop[1];
     c->run(c);
     _exit(0); /* the misuse went unnoticed */
   }
-  close(errp[1]);
   close(infop[1]);
   char info[256], msg[4096];
-  read_all(infop[0], info, sizeof info);
-  read_all(errp[0], msg, sizeof msg);
+  tu_read_all(infop[0], info, sizeof info);
+  tu_read_all(err_fd, msg, sizeof msg);
   close(infop[0]);
-  close(errp[0]);
+  close(err_fd);
   int st = 0;
   CHECK(waitpid(pid, &st, 0) == pid);
   if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
@@ -331,13 +418,23 @@ TEST_MAIN() {
       mcase_t c = {"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
       run_case(&c), cases++;
     }
-    mcase_t pe = {"pointer past a large block", fn, EXPECT_INSIDE, 40000, run_past_end};
-    run_case(&pe), cases++;
+    mcase_t pe = {"pointer past a large block", fn, EXPECT_NOBLOCK, 40000, run_past_end};
+    if (getenv("HAKOZUNA_PAGE_SIZE") == NULL) run_case(&pe), cases++; /* 64 KiB pages: no room past it */
+    mcase_t tail = {"tail of a span past its last block", fn, EXPECT_NOBLOCK, 48, run_span_tail};
+    mcase_t uncarved = {"block of a span never handed out", fn, EXPECT_NOBLOCK, 1024,
+                        run_span_uncarved};
+    /* (their offsets assume 32 KiB spans of 4 KiB pages: not with
+     * HAKOZUNA_PAGE_SIZE, whose larger pages change the span geometry) */
+    if (getenv("HAKOZUNA_PAGE_SIZE") == NULL) {
+      run_case(&tail), cases++;
+      run_case(&uncarved), cases++;
+    }
   }
   for (int i = 0; i < 4; i++) {
     const mcase_t cs[] = {
         {"double free", FN_FREE, EXPECT_DOUBLE, sizes[i], run_double},
         {"realloc of a freed block", FN_REALLOC, EXPECT_DOUBLE, sizes[i], run_double},
+        {"size of a freed block", FN_USABLE, EXPECT_FREED, sizes[i], run_double},
         {"double free after churn", FN_FREE, EXPECT_DOUBLE, sizes[i], run_double_churn},
         {"second free in another thread", FN_FREE, EXPECT_DOUBLE, sizes[i],
          run_double_thread},
@@ -346,6 +443,18 @@ TEST_MAIN() {
         {"free after realloc(p, 0)", FN_FREE, EXPECT_DOUBLE, sizes[i], run_realloc0},
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) run_case(&cs[k]), cases++;
+  }
+  for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++) {
+    mcase_t c = {"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
+    run_case(&c), cases++;
+  }
+  if (strcmp(hz_target(), "hakozuna-checked") == 0) {
+    static const size_t offsets[] = {0, 3, 8, 15, 16, 30};
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+      mcase_t c = {"write after free at this byte of a 40-byte block", FN_FREE, EXPECT_WAF,
+                   offsets[i], run_write_after_free};
+      run_case(&c), cases++;
+    }
   }
   mcase_t fs = {"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100,
                 run_free_sized};

@@ -3,7 +3,9 @@
 # tests/options/env.sh: options from HAKOZUNA_<NAME> environment variables.
 # Boolean values 1/yes/on/true in any case; HAKOZUNA_STATS=1 prints the
 # report (containing "hakozuna") on stderr at exit; a bad value warns, naming
-# the option, and leaves the default. Needs TEST_BIN and HZ_LIB (run.sh).
+# the option, and leaves the default; an unknown name warns; HAKOZUNA_VERBOSE
+# explains a failed allocation; the launcher's --option knows the same names.
+# Needs TEST_BIN and HZ_LIB (run.sh).
 . "$(dirname "$0")/../lib.sh"
 opts=$TEST_BIN/options/options
 tmp=$(mktemp -d)
@@ -58,6 +60,56 @@ grep -q hakozuna "$1" || fail "HAKOZUNA_STATS_FILE: $1 holds no report: $(head -
 HAKOZUNA_STATS_FILE=/nonexistent-dir/r.txt "$opts" get stats >/dev/null 2>"$tmp/err"
 grep -q STATS_FILE "$tmp/err" && grep -q 'hakozuna' "$tmp/err" ||
   fail "HAKOZUNA_STATS_FILE unwritable: want a warning and the report on stderr: $(head -c 300 "$tmp/err")"
+# HAKOZUNA_PAGE_SIZE: a larger power of two is taken (and reads back);
+# anything else warns, naming it, and the OS page size stays.
+os_page=$(getconf PAGESIZE)
+out=$(get page_size)
+[ "$out" = "$os_page" ] || fail "page_size is '$out', want the OS page size $os_page"
+out=$(get page_size HAKOZUNA_PAGE_SIZE=65536)
+[ "$out" = 65536 ] || fail "HAKOZUNA_PAGE_SIZE=65536: page_size is '$out'"
+out=$(get page_size HAKOZUNA_PAGE_SIZE=12288)
+[ "$out" = "$os_page" ] || fail "HAKOZUNA_PAGE_SIZE=12288: page_size is '$out', want $os_page"
+grep -qi PAGE_SIZE "$tmp/err" ||
+  fail "HAKOZUNA_PAGE_SIZE=12288: no warning naming it: $(head -c 300 "$tmp/err")"
+
+# An unknown HAKOZUNA_ name (a typo) is not silently ignored.
+env HAKOZUNA_STAT=1 "$opts" get stats >/dev/null 2>"$tmp/err"
+grep -q "unknown option HAKOZUNA_STAT " "$tmp/err" ||
+  fail "HAKOZUNA_STAT=1: no warning naming it: $(head -c 300 "$tmp/err")"
+[ "$(grep -c . "$tmp/err")" -eq 1 ] || fail "HAKOZUNA_STAT=1: stderr: $(head -c 500 "$tmp/err")"
+
+# HAKOZUNA_VERBOSE=1 says why an allocation failed (here: under a 1 GiB
+# address-space limit, a 4 GiB request); without it, nothing is printed.
+for v in 1 0; do
+  out=$( (ulimit -v 1048576 && env HAKOZUNA_VERBOSE=$v "$opts" alloc 4294967296) 2>"$tmp/err")
+  [ "$out" = null ] || fail "malloc(4 GiB) under ulimit -v 1048576 printed '$out', want null"
+  if [ $v = 1 ]; then
+    grep -q "mmap of [0-9]* bytes failed" "$tmp/err" ||
+      fail "HAKOZUNA_VERBOSE=1: no mmap failure reported: $(head -c 300 "$tmp/err")"
+    grep -q "out of memory: a request of 4294967296 bytes failed" "$tmp/err" ||
+      fail "HAKOZUNA_VERBOSE=1: no out-of-memory line: $(head -c 300 "$tmp/err")"
+  else
+    [ -s "$tmp/err" ] && fail "HAKOZUNA_VERBOSE=0: stderr: $(head -c 300 "$tmp/err")"
+  fi
+done
+
+# ... and a purge thread that could not start (every pthread_create fails;
+# a freed 16 MiB block waits in the huge cache for the purge thread).
+env HAKOZUNA_VERBOSE=1 LD_PRELOAD="$TEST_BIN/options/libnothreads.so" "$opts" alloc 16777216 \
+  >/dev/null 2>"$tmp/err"
+grep -q "purge thread" "$tmp/err" ||
+  fail "HAKOZUNA_VERBOSE=1, pthread_create failing: no word of the purge thread: $(head -c 300 "$tmp/err")"
+
+# The launcher knows the same option names as the library and refuses others.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+"$opts" names >"$tmp/lib-names"
+"$root/tools/hakozuna" options >"$tmp/launcher-names"
+cmp -s "$tmp/lib-names" "$tmp/launcher-names" ||
+  fail "tools/hakozuna's option list differs from src/options.c: $(diff "$tmp/lib-names" "$tmp/launcher-names" | tr '\n' ' ')"
+"$root/tools/hakozuna" run --option purg_delay=1 -- true 2>"$tmp/err"
+rc=$?
+[ $rc = 2 ] && grep -q "unknown option 'purg_delay'" "$tmp/err" ||
+  fail "hakozuna run --option purg_delay=1: exit $rc, stderr: $(head -c 300 "$tmp/err")"
 
 # The report also comes from a program that is not linked with hakozuna,
 # also one that allocates before main, before any library constructor (a

@@ -3,12 +3,18 @@
  *
  *   options            hz_option_get/set/name/description round trips
  *   options get NAME   print the option's value (tests/options/env.sh sets
- *                      HAKOZUNA_<NAME> and reads it back with this) */
+ *                      HAKOZUNA_<NAME> and reads it back with this)
+ *   options names      print the option names, one a line
+ *   options alloc N    malloc(N); print "null" or "ok" (env.sh runs it under
+ *                      a memory limit with HAKOZUNA_VERBOSE=1) */
 #include "check.h"
+#include "testutil.h"
 #include "hakozuna.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
 
 static int by_name(const char *name) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -21,7 +27,8 @@ static int by_name(const char *name) {
 static void test_table(void) {
   static const char *const expected[] = {
       "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
-      "thread_cache", "huge_cache", "check", "stats_file", "profile", "profile_rate",
+      "thread_cache", "huge_cache", "check", "stats_file",
+      "mmap_threshold", "page_size", "profile", "profile_rate",
       "profile_file", "profile_seed", "leaks"};
   CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -73,6 +80,58 @@ static void test_set(void) {
   CHECKF(hz_option_set(HZ_OPTION_CHECK, 99) == -1 && errno == EINVAL,
          "check=99 (levels are 0, 1, 2) accepted, errno %d", errno);
   CHECK(hz_option_get(HZ_OPTION_CHECK) == check);
+  /* page_size reads back the page size in use and is fixed once running. */
+  long page = hz_option_get(HZ_OPTION_PAGE_SIZE);
+  CHECKF(page >= (long)tu_page_size() && (page & (page - 1)) == 0, "page_size %ld", page);
+  errno = 0;
+  CHECKF(hz_option_set(HZ_OPTION_PAGE_SIZE, page * 2) == -1 && errno == EINVAL,
+         "page_size changed while running, errno %d", errno);
+  CHECK(hz_option_get(HZ_OPTION_PAGE_SIZE) == page);
+  /* an invalid option reads -1 with errno EINVAL, unlike a valid -1 */
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, -1) == 0);
+  errno = 0;
+  CHECK(hz_option_get(HZ_OPTION_PURGE_DELAY) == -1 && errno == 0);
+  CHECK(hz_option_get(HZ_OPTION_COUNT) == -1 && errno == EINVAL);
+  errno = 0;
+  CHECK(hz_option_get((hz_option_t)-5) == -1 && errno == EINVAL);
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, delay) == 0);
+}
+
+static uint64_t huge_allocs(void) {
+  hz_stats_t st = {.size = sizeof st};
+  CHECK(hz_stats_get(&st) == 0);
+  return st.huge_allocs;
+}
+
+/* mallopt: the parameters that map onto an option change it and return 1;
+ * the others return 0 and change nothing (README, "mallopt"). */
+static void test_mallopt(void) {
+  long saved[HZ_OPTION_COUNT];
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) saved[i] = hz_option_get((hz_option_t)i);
+  CHECK(mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1);
+  CHECK(hz_option_get(HZ_OPTION_MMAP_THRESHOLD) == 128 * 1024);
+  uint64_t h0 = huge_allocs();
+  void *big = malloc(200 * 1024), *below = malloc(100 * 1024);
+  CHECKF(huge_allocs() == h0 + 1, "M_MMAP_THRESHOLD=128K: 200 KiB and 100 KiB blocks made %llu "
+         "huge (mapped) blocks, want 1", (unsigned long long)(huge_allocs() - h0));
+  free(big);
+  free(below);
+  CHECK(mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024) == 1); /* clamped to what a span holds */
+  CHECK(hz_option_get(HZ_OPTION_MMAP_THRESHOLD) == 2 * 1024 * 1024);
+  CHECK(mallopt(M_MMAP_THRESHOLD, -1) == 0);
+  CHECK(mallopt(M_TRIM_THRESHOLD, -1) == 1 && hz_option_get(HZ_OPTION_PURGE_DELAY) == -1);
+  CHECK(mallopt(M_TRIM_THRESHOLD, 0) == 1 && hz_option_get(HZ_OPTION_PURGE_DELAY) == 0);
+  CHECK(mallopt(M_TRIM_THRESHOLD, 8 << 20) == 1 && hz_option_get(HZ_OPTION_THREAD_CACHE) == 8192);
+  CHECK(mallopt(M_CHECK_ACTION, 1) == 1 && hz_option_get(HZ_OPTION_CHECK) == 0);
+  CHECK(mallopt(M_CHECK_ACTION, 3) == 1 && hz_option_get(HZ_OPTION_CHECK) == 1);
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) hz_option_set((hz_option_t)i, saved[i]);
+  static const int ignored[] = {M_MXFAST, M_TOP_PAD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX};
+  for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+    CHECKF(mallopt(ignored[i], 1) == 0, "mallopt(%d, 1) returned 1 (success) but means nothing here",
+           ignored[i]);
+  for (int i = 0; i < HZ_OPTION_COUNT; i++)
+    CHECKF(hz_option_get((hz_option_t)i) == saved[i], "%s changed by a mallopt that returned 0",
+           hz_option_name((hz_option_t)i));
 }
 
 /* String options: the text round-trips, the numeric calls refuse them,
@@ -111,8 +170,19 @@ TEST_MAIN() {
     printf("%ld\n", hz_option_get((hz_option_t)o));
     return 0;
   }
+  if (argc == 2 && strcmp(argv[1], "names") == 0) {
+    for (int i = 0; i < HZ_OPTION_COUNT; i++) printf("%s\n", hz_option_name((hz_option_t)i));
+    return 0;
+  }
+  if (argc == 3 && strcmp(argv[1], "alloc") == 0) {
+    void *p = malloc(strtoull(argv[2], NULL, 0));
+    printf("%s\n", p ? "ok" : "null");
+    free(p);
+    return 0;
+  }
   test_table();
   test_set();
   test_string();
+  test_mallopt();
   return 0;
 }

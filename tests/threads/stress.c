@@ -164,7 +164,7 @@ static void run(unsigned nthreads, double seconds) {
   pthread_barrier_destroy(&start);
   /* (fewer under ThreadSanitizer, whose checks make each copy slow) */
   long min_ops = (long)tu_env_double("HZ_STRESS_MIN_OPS", 1000);
-  CHECKF(ops >= min_ops * nthreads, "%u threads did only %ld operations", nthreads, ops);
+  CHECKF(ops >= min_ops * (long)nthreads, "%u threads did only %ld operations", nthreads, ops);
   /* The workers are gone; main frees what they left behind. */
   for (size_t s = 0; s < SLOTS; s++) {
     release(slots[s], "left in the table");

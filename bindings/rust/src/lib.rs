@@ -239,6 +239,10 @@ pub enum Opt {
     Check,
     /// string: the exit report goes to this file (%p: pid)
     StatsFile,
+    /// bytes: larger requests are mapped directly (mallopt M_MMAP_THRESHOLD)
+    MmapThreshold,
+    /// assume pages this large (a power of two); 0: the OS's
+    PageSize,
     /// sample allocations; write a heap profile at exit
     Profile,
     /// mean bytes allocated between two samples
@@ -252,7 +256,7 @@ pub enum Opt {
 }
 
 /// All options, in the order of `hz_option_t`.
-pub const OPTIONS: [Opt; 15] = [
+pub const OPTIONS: [Opt; 16] = [
     Opt::Verbose,
     Opt::Stats,
     Opt::PurgeDelay,
@@ -263,6 +267,8 @@ pub const OPTIONS: [Opt; 15] = [
     Opt::HugeCache,
     Opt::Check,
     Opt::StatsFile,
+    Opt::MmapThreshold,
+    Opt::PageSize,
     Opt::Profile,
     Opt::ProfileRate,
     Opt::ProfileFile,
@@ -579,6 +585,7 @@ mod tests {
         }
         assert_eq!(Opt::PurgeDelay.name(), "purge_delay");
         assert_eq!(Opt::StatsFile.name(), "stats_file");
+        assert_eq!(Opt::MmapThreshold.name(), "mmap_threshold");
         // One past the table is refused: OPTIONS is the whole table.
         assert!(unsafe { sys::hz_option_name(OPTIONS.len() as u32) }.is_null());
         let old = Opt::ThreadCache.get();
