@@ -256,7 +256,7 @@ pub enum Opt {
 }
 
 /// All options, in the order of `hz_option_t`.
-pub const OPTIONS: [Opt; 16] = [
+pub const OPTIONS: [Opt; 17] = [
     Opt::Verbose,
     Opt::Stats,
     Opt::PurgeDelay,
