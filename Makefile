@@ -37,7 +37,7 @@ HZ_OS := windows
 CFLAGS_BASE := -std=gnu11 -O2 -g -fexceptions -Wall -Wextra -Wno-unused-parameter \
                -D__USE_MINGW_ANSI_STDIO=1 -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
 LDLIBS_LIB := -lbcrypt -static-libgcc # no libgcc_s_seh-1.dll to ship
-SRCS := $(filter-out src/os.c,$(wildcard src/*.c))
+SRCS := $(filter-out src/os.c src/profile.c src/pprof.c,$(wildcard src/*.c))
 else
 HZ_OS := linux
 # (-Wno-missing-field-initializers: table rows leave trailing fields zero on

@@ -183,7 +183,7 @@ else
   e init/reenter "execs /proc/self/exe (no binfmt for arm64 here)" \
     t init/reenter 90 - glibc "$B/init/reenter" "$B/init/liballocshim.so"
   e init/fork_stdio "aborts in children forked while threads run" h init/fork_stdio 120 "$B/init/fork_stdio"
-  h init/fork_signal 120 "$B/init/fork_signal"
+  e init/fork_signal "a fork from a signal handler hangs the emulated child" h init/fork_signal 120 "$B/init/fork_signal"
   e init/fork_reclaim "aborts in children forked while threads run" \
     t init/fork_reclaim 90 - hakozuna "$B/init/fork_reclaim"
   e purge/trim "its own thread counts in /proc/self/status" h purge/trim 120 "$B/purge/trim"

@@ -11,14 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #ifdef _WIN32
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 #include <psapi.h>
 #else
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
@@ -186,6 +185,7 @@ static inline int tu_child(int (*fn)(void *), void *arg, unsigned seconds, char 
 }
 #endif
 
+#ifndef _WIN32 /* fork and POSIX descriptors */
 /* fork() for a child meant to die of misuse: no core dump, killed by SIGALRM
  * after limit_s, its stderr into a pipe whose read end *err_fd gets (-1 in
  * the child). Returns fork()'s value. */
@@ -222,5 +222,7 @@ static inline size_t tu_read_all(int fd, char *buf, size_t cap) {
   buf[len] = 0;
   return len;
 }
+
+#endif
 
 #endif /* HZ_TEST_UTIL_H */
