@@ -17,12 +17,25 @@ use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// One platform layer per build, as the Makefile chooses: the *_windows.c
+/// files on Windows in place of os.c and the ELF-only profiler, the others
+/// elsewhere.
+fn for_this_target(path: &Path, windows: bool) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if windows {
+        !matches!(name, "os.c" | "profile.c" | "pprof.c")
+    } else {
+        !name.ends_with("_windows.c")
+    }
+}
+
 fn c_sources(dir: &Path) -> Vec<PathBuf> {
+    let windows = env::var("CARGO_CFG_TARGET_OS").map_or(false, |os| os == "windows");
     let entries = fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("hakozuna: cannot read the C sources in {}: {}", dir.display(), e));
     let mut sources: Vec<PathBuf> = entries
         .map(|entry| entry.expect("hakozuna: reading the source directory").path())
-        .filter(|path| path.extension().map_or(false, |ext| ext == "c"))
+        .filter(|path| path.extension().map_or(false, |ext| ext == "c") && for_this_target(path, windows))
         .collect();
     sources.sort();
     if sources.is_empty() {
