@@ -37,7 +37,8 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  options/options options/stats stats/report profile/profile profile/profile-checked \
                  link/link-shared \
                  link/link-archive link/link-object link/link-static \
-                 init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect)
+                 init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect \
+                 heap/blockstart)
 
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
@@ -72,6 +73,10 @@ $(TEST_DIR)/init/liballocshim.so: tests/init/alloc_shim.c
 $(TEST_DIR)/init/fork_reclaim $(TEST_DIR)/purge/trim_huge: $(TEST_DIR)/%: tests/%.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
+# White-box: compiles src/internal.h's inline functions, links nothing of ours.
+$(TEST_DIR)/heap/blockstart: tests/heap/blockstart.c $(TEST_HDRS) src/internal.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $< -o $@
 # -rdynamic: the test's own pthread_create must be the one the library calls.
 $(TEST_DIR)/heap/collect: tests/heap/collect.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)

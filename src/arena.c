@@ -262,7 +262,7 @@ void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
     for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next)
       for (size_t j = 1; j < HZ_SLICES; j++) {
         const hz_span_t *s = &seg->spans[j];
-        if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += s->used - s->pinned;
+        if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += hz_span_used(s) - s->pinned;
       }
     hz_unlock(&a->lock);
   }
@@ -284,7 +284,7 @@ void hz_arena_usage(hz_arena_usage_t *u) {
         if (seg->slice_span[j] != s) continue; /* not the head of a span */
         uint64_t bytes = (uint64_t)s->slice_count * HZ_SLICE_SIZE;
         if (s->kind == HZ_SPAN_SMALL) {
-          uint64_t live = s->used - s->pinned;
+          uint64_t live = hz_span_used(s) - s->pinned;
           if (live == 0) u->empty_spans += bytes;
           else u->span_free += bytes - live * s->block_size;
         } else if (s->kind == HZ_SPAN_LARGE) {

@@ -111,7 +111,8 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
     else hz_misuse_foreign(p, fn);
     return NULL;
   }
-  if (a >= s->start && a - s->start >= __atomic_load_n(&s->limit, __ATOMIC_RELAXED)) {
+  uint64_t handed = s->kind == HZ_SPAN_SMALL ? hz_span_carved_seen(s) * s->block_size : s->block_size;
+  if (a >= s->start && a - s->start >= handed) {
     /* no block was ever handed out here */
     if (a - s->start >= (uintptr_t)s->capacity * s->block_size)
       misuse("%s(): invalid pointer %p (in the tail of a span of %zu-byte blocks, past its last block)", fn, p,

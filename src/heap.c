@@ -133,6 +133,7 @@ static void list_push(hz_heap_t *h, hz_span_t *s) {
   s->next = *head;
   if (*head) (*head)->prev = s;
   *head = s;
+  if (s->unlisted) s->uses += HZ_UNLISTED_BIAS;
   s->unlisted = 0;
 }
 
@@ -141,6 +142,7 @@ static void list_remove(hz_heap_t *h, hz_span_t *s) {
   else h->lists[s->cls] = s->next;
   if (s->next) s->next->prev = s->prev;
   s->next = s->prev = NULL;
+  if (!s->unlisted) s->uses -= HZ_UNLISTED_BIAS;
   s->unlisted = 1;
 }
 
@@ -160,7 +162,8 @@ static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
   s->carved = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
-  s->used = 0;
+  s->unlisted = 1; /* (until list_push) */
+  s->uses = -1 - HZ_UNLISTED_BIAS;
   s->free = NULL;
   class_blocks_add(h, c, s->capacity);
 }
@@ -185,7 +188,7 @@ static void span_carve(hz_span_t *s) {
   }
   s->free = next;
   s->carved += (uint32_t)n;
-  __atomic_store_n(&s->limit, (uint64_t)s->carved * bs, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->limit, hz_limit(bs, s->carved), __ATOMIC_RELAXED);
 }
 
 
@@ -365,14 +368,14 @@ static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
   hz_span_t *old = h->cur[c];
   h->cur[c] = s;
   if (s != &hz_span_empty) {
-    s->used++;
+    s->uses++;
     s->pinned = 1;
     if (h->spare[c] == s) h->spare[c] = NULL;
   }
   if (old != &hz_span_empty) {
-    old->used--;
+    old->uses--;
     old->pinned = 0;
-    if (old->used == 0 && !old->unlisted) span_emptied(h, old, h->live);
+    if (hz_span_used(old) == 0 && !old->unlisted) span_emptied(h, old, h->live);
   }
 }
 
@@ -383,7 +386,7 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   hz_checked_link(b, s->block_size);
 #endif
   s->free = hz_next_decode(b, b->next);
-  s->used++;
+  s->uses++;
   if (!HZ_NOCHECK) b->tag = 0;
   h->n.sample_left[c]--; /* below 0: the next fast-path malloc samples (profile.c) */
   return b;
@@ -442,7 +445,7 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool rem
     return;
   }
   if (s->unlisted) list_push(h, s);
-  if (s->used == 0) span_emptied(h, s, may_cache); /* never the current span: it is pinned */
+  if (hz_span_used(s) == 0) span_emptied(h, s, may_cache); /* never the current span: it is pinned */
 }
 
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
@@ -552,7 +555,7 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
     hz_span_t *empty = NULL;
     for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
       next = s->next;
-      if (s->used == 0) {
+      if (hz_span_used(s) == 0) {
         if (h->spare[c] == s) h->spare[c] = NULL;
         list_remove(h, s);
         s->next = empty;

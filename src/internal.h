@@ -164,13 +164,13 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   hz_block_t *free;             /* free blocks, malloc pops, free pushes (owner only) */
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
-  uint64_t recip;               /* 2^64 / block_size + 1: divisibility test */
-  /* carved * block_size: no block starts at or past it. Grows while other
-   * threads free blocks of the span: accessed relaxed-atomically (a plain
-   * load on x86-64 and arm64). */
+  uint64_t recip;               /* floor(2^64 / block_size) + 1: block-start test */
+  /* carved * delta (hz_span_refuses): no block starts at or past the
+   * carved ones. Grows while other threads free blocks of the span:
+   * accessed relaxed-atomically (a plain load on x86-64 and arm64). */
   uint64_t limit;
   uint32_t block_size;
-  uint32_t used;                /* blocks handed out and not yet back */
+  int32_t uses;                 /* blocks handed out and not yet back, encoded (hz_span_used) */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
   uint8_t kind;                 /* hz_span_kind_t */
   uint8_t unlisted;             /* full: not in its heap's class list */
@@ -228,23 +228,51 @@ static inline uint8_t hz_segmap_get(const void *p) {
   uintptr_t i = (uintptr_t)p >> HZ_SEG_SHIFT;
   return i < HZ_SEGMAP_LEN ? hz_segmap_at(i) : HZ_MAP_NONE;
 }
-/* True when p is not the start of a block of span s: the offset is a
- * multiple of the block size exactly when offset * (2^64 / size + 1) wraps
- * below that constant (Lemire, Kaser & Kurz; exact for offsets < 2^32, and
- * the slice map only leads to the span p lies in, so 0 <= offset < 2 MiB).
- * Free spans have recip 0: every pointer into them is refused. */
-static inline uint64_t hz_recip(size_t block_size) { return UINT64_MAX / block_size + 1; }
+/* Block starts. With c = floor(2^64 / size) + 1 (the span's recip), an
+ * offset below 2^32 is a multiple of the size exactly when offset * c wraps
+ * below c (Lemire, Kaser & Kurz), and the k-th block's offset wraps to
+ * exactly k * delta, delta = size * c - 2^64, a number in (0, size]: so one
+ * multiply and one compare with the span's limit = carved * delta accept
+ * the starts of carved blocks and nothing else -- no interior pointer, no
+ * pointer into the not-yet-carved part or the tail past the last whole
+ * block (all wrap to at least c > 2^43 > any limit). The slice map only
+ * leads to the span p lies in and spans start at their first block, so
+ * 0 <= offset < 4 MiB. Free spans have limit 0: every pointer is refused.
+ * (tests/heap/blockstart.c checks every offset of every span shape.) */
+static inline uint64_t hz_recip(size_t block_size) {
+  return UINT64_MAX / block_size + 1 + ((block_size & (block_size - 1)) == 0);
+}
+/* The limit that accepts the first `blocks` blocks of `size` bytes. */
+static inline uint64_t hz_limit(size_t size, uint64_t blocks) { return blocks * (size * hz_recip(size)); }
 static inline bool hz_span_misaligned(const hz_span_t *s, uintptr_t p) {
   uint64_t off = p - s->start;
   return off * s->recip >= s->recip;
 }
-/* The fast path's pointer check: p is a block start below the span's carved
- * limit. One compare more than the divisibility test refuses pointers into
- * memory never handed out (the not-yet-carved part, the tail past the last
- * whole block); an offset below start wraps and is refused too. */
+/* Blocks of a small span carved so far, as the fast path sees them. */
+static inline uint64_t hz_span_carved_seen(const hz_span_t *s) {
+  uint64_t delta = (uint64_t)s->block_size * s->recip;
+  return delta ? __atomic_load_n(&s->limit, __ATOMIC_RELAXED) / delta : 0;
+}
+/* The fast path's pointer check: p is not the start of a carved block.
+ * (limit is read plainly, as the segment map is and for the same reason --
+ * the compare takes its operand from memory --, atomically under TSan.) */
 static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
-  uint64_t off = p - s->start;
-  return off >= __atomic_load_n(&s->limit, __ATOMIC_RELAXED) || off * s->recip >= s->recip;
+#if defined(__SANITIZE_THREAD__)
+  uint64_t limit = __atomic_load_n(&s->limit, __ATOMIC_RELAXED);
+#else
+  uint64_t limit = s->limit;
+#endif
+  return (p - s->start) * s->recip >= limit;
+}
+
+/* A span's `uses` is the number of its blocks handed out minus 1, less
+ * HZ_UNLISTED_BIAS while the span is off its class list (full, or a large
+ * block's span): so free's fast path decrements it and sends the span to
+ * the slow path when it turns negative -- became empty, or was unlisted --
+ * in one instruction and a branch. Read it with hz_span_used. */
+#define HZ_UNLISTED_BIAS (1 << 30)
+static inline uint32_t hz_span_used(const hz_span_t *s) {
+  return (uint32_t)(s->uses + 1 + (s->unlisted ? HZ_UNLISTED_BIAS : 0));
 }
 
 /* A block goes back on its span's list (owner only); true when the span
@@ -253,7 +281,7 @@ static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
   b->next = hz_next_encode(b, s->free);
   hz_block_retag(b);
   s->free = b;
-  return --s->used == 0 || s->unlisted;
+  return --s->uses < 0;
 }
 
 /* ---- Heaps (per-thread caches) ---- */
@@ -600,7 +628,7 @@ static inline long hz_profile_rate(void) {
 /* A small malloc ran its class's countdown below zero: b is the block it
  * got; returns what the malloc returns (b, after the checked build's
  * hook, or a sampled block in its place). */
-void *hz_profile_small(hz_heap_t *h, uint32_t cls, hz_block_t *b, size_t request);
+void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request); /* its class's counter went below 0 */
 void hz_profile_arm(hz_heap_t *h);
 /* Large and huge mallocs: a sampled block, or NULL to allocate as usual. */
 void *hz_profile_big(size_t size, size_t align, bool *zeroed);

@@ -36,9 +36,12 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->cls = HZ_CLASS_LARGE;
   s->heap = h;
   s->block_size = (uint32_t)bs;
-  s->recip = hz_recip(slices * HZ_SLICE_SIZE); /* only the span's start is a block */
-  s->capacity = s->carved = s->used = 1;
-  __atomic_store_n(&s->limit, bs, __ATOMIC_RELAXED);
+  /* only the span's start is a block (the block-start test with the span's
+   * size as divisor) */
+  s->recip = hz_recip(slices * HZ_SLICE_SIZE);
+  s->capacity = s->carved = 1;
+  s->uses = 1 - 1 - HZ_UNLISTED_BIAS; /* one block out, unlisted */
+  __atomic_store_n(&s->limit, hz_limit(slices * HZ_SLICE_SIZE, 1), __ATOMIC_RELAXED);
   s->unlisted = 1;
   s->free = NULL;
   *zeroed = s->zeroed;

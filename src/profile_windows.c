@@ -18,7 +18,8 @@ void hz_profile_option_changed(void) {
 
 /* A class's countdown ran out: wind it up again (the class's malloc count is
  * malloc[c] - sample_left[c]) and hand the block out as it is. */
-void *hz_profile_small(hz_heap_t *h, uint32_t cls, hz_block_t *b, size_t request) {
+void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
+  uint32_t cls = hz_span_of(b)->cls;
   const int64_t k = 65536;
   h->n.malloc[cls] += (uint64_t)(k - h->n.sample_left[cls]);
   h->n.sample_left[cls] = k;

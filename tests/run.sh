@@ -190,6 +190,7 @@ else
   e purge/errno "RLIMIT_AS does not bound the emulator's mappings" h purge/errno 60 "$B/purge/errno"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
+  t heap/blockstart 60 - glibc "$B/heap/blockstart"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do
