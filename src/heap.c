@@ -397,14 +397,15 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
 static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   h->n.refill[c]++;
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
-  hz_remote_flush(h);
+  if (h->outbox_used) hz_remote_flush(h);
   for (;;) {
     hz_span_t *s = h->cur[c];
     if (s != &hz_span_empty) {
       if (s->free == NULL && s->carved < s->capacity) span_carve(s);
       if (s->free) return span_pop(h, s, c);
       list_remove(h, s); /* full until a block comes back */
-      heap_set_cur(h, c, &hz_span_empty);
+      /* (the next span with room replaces it directly: the commonest refill) */
+      if (h->lists[c] == NULL) heap_set_cur(h, c, &hz_span_empty);
     }
     if ((s = h->lists[c]) != NULL) { heap_set_cur(h, c, s); continue; }
     s = heap_take_span(h, hz_class_slices[c], 1);
