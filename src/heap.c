@@ -152,7 +152,7 @@ static void class_blocks_add(hz_heap_t *h, uint32_t c, int64_t n) {
   if (now > h->n.span_blocks_peak[c]) h->n.span_blocks_peak[c] = now;
 }
 
-static void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) {
+static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) { /* (a new span: rare; inlined, its size computation ran on every refill) */
   size_t bs = hz_class_size(c);
   s->kind = HZ_SPAN_SMALL;
   s->cls = (uint8_t)c;
