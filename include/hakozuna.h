@@ -184,7 +184,8 @@ size_t hz_stats_json(char *buf, size_t len);
  * failing munmap, a misuse report, after which abort() follows unless
  * HAKOZUNA_CHECK=0).
  *   output: the statistics report (at exit, hz_stats_print(NULL),
- *           malloc_stats()) and HAKOZUNA_VERBOSE diagnostics;
+ *           malloc_stats()), the leak report (HAKOZUNA_LEAKS) and
+ *           HAKOZUNA_VERBOSE diagnostics;
  *   error:  warnings (a bad option value) and misuse reports. */
 typedef void hz_output_fn(const char *msg, void *arg);
 void hz_set_output(hz_output_fn *fn, void *arg);

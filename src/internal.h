@@ -519,6 +519,8 @@ void hz_huge_fork_child(void);
 /* Bytes committed (+) or returned (-), for the committed peak. */
 void hz_stats_commit(int64_t delta);
 void hz_output(const char *msg, size_t n); /* to the output hook or stderr */
+void hz_output_text(const char *buf, size_t n); /* many lines: a hook call per line */
+bool hz_output_hooked(void);
 void hz_stats_malloc_info(FILE *out);      /* malloc_info(0, out) */
 
 /* ---- purge.c ---- */

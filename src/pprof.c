@@ -549,7 +549,9 @@ void hz_pprof_leaks(int fd, const hz_prof_site_t *sites, size_t n, long rate) {
   }
   buf_printf(&out, "SUMMARY: hakozuna: about %.0f bytes leaked in about %.0f allocations from %zu stacks "
              "(sampled at HAKOZUNA_PROFILE_RATE=%ld).\n", bytes, blocks, nl, rate);
-  if (!out.oom) hz_os_write(fd, out.p, out.n);
+  if (out.oom) goto done;
+  if (hz_output_hooked()) hz_output_text(out.p, out.n); /* a program that takes our messages */
+  else hz_os_write(fd, out.p, out.n);
 done:
   if (sy) pp_syms_free(sy);
   hz_free(sy);

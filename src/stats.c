@@ -268,17 +268,26 @@ void hz_output(const char *msg, size_t n) {
   else hz_os_write(2, msg, n);
 }
 
-/* A stdio stream into the output hook, a line per call. */
-static ssize_t hook_write(void *cookie, const char *buf, size_t n) {
-  (void)cookie;
+bool hz_output_hooked(void) { return atomic_load(&hz_output_hook) != NULL; }
+
+/* Text of many lines for the output hook: a line (at most 511 bytes) per
+ * call, as the hook's contract says. */
+void hz_output_text(const char *buf, size_t n) {
   char piece[512];
   for (size_t done = 0; done < n;) {
-    size_t k = n - done < sizeof piece - 1 ? n - done : sizeof piece - 1;
+    size_t k = 0;
+    while (done + k < n && k < sizeof piece - 1 && (k == 0 || buf[done + k - 1] != '\n')) k++;
     memcpy(piece, buf + done, k);
     piece[k] = 0;
     hz_output(piece, k);
     done += k;
   }
+}
+
+/* A stdio stream into the output hook. */
+static ssize_t hook_write(void *cookie, const char *buf, size_t n) {
+  (void)cookie;
+  hz_output_text(buf, n);
   return (ssize_t)n;
 }
 

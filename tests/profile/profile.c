@@ -8,6 +8,8 @@
  *                         and allocated bytes within 10% of the truth
  *   profile leaks         two sites leak, one does not (run.sh reads the
  *                         HAKOZUNA_LEAKS=1 report)
+ *   profile leaks-hooked DIR  the same with an output hook (hz_set_output)
+ *                         writing DIR/hook.txt: the report goes there
  *   profile fork DIR      forks while another thread samples; parent and
  *                         child write their own profiles at exit
  *   profile concurrent DIR  switches profiling on at run time while two
@@ -27,6 +29,7 @@
 #include "hakozuna.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -170,6 +173,23 @@ static void test_leaks(void) {
   }
 }
 
+/* The leak report goes to a program's output hook when it set one. */
+static int hook_fd = -1;
+static void to_file(const char *msg, void *arg) {
+  (void)arg;
+  size_t n = strlen(msg);
+  if (write(hook_fd, msg, n) != (ssize_t)n) abort();
+}
+
+static void test_leaks_hooked(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/hook.txt", dir);
+  hook_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  CHECKF(hook_fd >= 0, "open %s", path);
+  hz_set_output(to_file, NULL);
+  test_leaks();
+}
+
 /* ---- fork ---- */
 NOINLINE void *parent_site(size_t n) { void *p = malloc(n); sink = p; return p; }
 NOINLINE void *child_site(size_t n) { void *p = malloc(n); sink = p; return p; }
@@ -255,9 +275,10 @@ static void test_concurrent(const char *dir) {
 
 TEST_MAIN() {
   if (argc >= 2 && strcmp(argv[1], "leaks") == 0) test_leaks();
+  else if (argc >= 3 && strcmp(argv[1], "leaks-hooked") == 0) test_leaks_hooked(argv[2]);
   else if (argc >= 3 && strcmp(argv[1], "sites") == 0) test_sites(argv[2]);
   else if (argc >= 3 && strcmp(argv[1], "fork") == 0) test_fork(argv[2]);
   else if (argc >= 3 && strcmp(argv[1], "concurrent") == 0) test_concurrent(argv[2]);
-  else CHECKF(0, "usage: profile sites|leaks|fork|concurrent [DIR]");
+  else CHECKF(0, "usage: profile sites|leaks|leaks-hooked|fork|concurrent [DIR]");
   return 0;
 }

@@ -32,6 +32,11 @@ found=$(grep -o '[a-z_]*_site[a-z_]*' "$tmp/leaks.err" | sort -u | tr '\n' ' ')
 [ "$found" = "leak_site_one leak_site_two " ] ||
   fail "the leak report names '$found', want exactly 'leak_site_one leak_site_two '"
 ls "$tmp"/hakozuna-*.pb.gz >/dev/null 2>&1 && fail "HAKOZUNA_LEAKS=1 alone wrote a profile"
+# ... and to the program's output hook (hz_set_output) when it has one.
+(cd "$tmp" && run HAKOZUNA_LEAKS=1 "$prog" leaks-hooked "$tmp") 2>"$tmp/leaks-hooked.err" || fail "profile leaks-hooked failed"
+grep -q "SAMPLED leak report" "$tmp/hook.txt" || fail "the output hook got no leak report: $(head -c 400 "$tmp/hook.txt")"
+grep -q "leak_site_two" "$tmp/hook.txt" || fail "the leak report through the hook names no leak_site_two"
+grep -q "SAMPLED leak report" "$tmp/leaks-hooked.err" && fail "with an output hook set, the leak report still went to stderr"
 
 # 3. Fork: each process writes its own exit profile (%p).
 (cd "$tmp" && run HAKOZUNA_PROFILE=1 HAKOZUNA_PROFILE_FILE=fork-%p.pb.gz "$prog" fork "$tmp") \
