@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
-/* mc_client HOST PORT THREADS REQUESTS KEYS VMIN VMAX SET_PCT [PIPELINE] [SEED]
+/* mc_client HOST PORT THREADS REQUESTS KEYS VMIN VMAX SET_PCT [PIPELINE] [SEED] [CONNS]
  *
  * A small load client for memcached's text protocol, so the suite needs no
  * memaslap. First every key of KEYS ("key:N") is set once over one connection
- * (not timed). Then THREADS threads, one connection each, send REQUESTS
- * requests in all: SET_PCT percent "set" with a value of VMIN..VMAX bytes,
- * the rest "get" of a random key, PIPELINE requests written at once before
- * their replies are read. A request's latency runs from the write of its batch
- * to the parsing of its reply. Every value read back is checked (length as
+ * (not timed). Then THREADS threads, CONNS connections each (default 1), send
+ * REQUESTS requests in all: SET_PCT percent "set" with a value of VMIN..VMAX
+ * bytes, the rest "get" of a random key. A thread writes a batch of PIPELINE
+ * requests on each of its connections, then reads the replies of each, so
+ * the server has THREADS x CONNS connections with requests in flight. A
+ * request's latency runs from the write of its batch to the parsing of its
+ * reply. Every value read back is checked (length as
  * stored, first and last byte as written). Reports requests/s and the
  * latency percentiles. */
 #include "bench.h"
@@ -37,7 +39,7 @@ typedef struct {
 } worker_t;
 
 static const char *host, *port;
-static uint32_t n_threads, keys, vmin, vmax, set_pct, pipeline;
+static uint32_t n_threads, keys, vmin, vmax, set_pct, pipeline, conns;
 static uint64_t requests, seed;
 static worker_t *workers;
 
@@ -187,46 +189,65 @@ static void prefill(void)
     conn_close(&c);
 }
 
+/* One connection's batch: its requests' kinds and when it was written. */
+typedef struct {
+    conn_t c;
+    char *out;
+    int *is_set;
+    uint32_t batch;
+    double t0;
+} link_t;
+
 static void worker(uint32_t id)
 {
     worker_t *w = &workers[id];
-    conn_t c;
-    conn_open(&c);
+    link_t *l = xmalloc(sizeof *l * conns);
+    for (uint32_t k = 0; k < conns; k++) {
+        conn_open(&l[k].c);
+        l[k].out = xmalloc((size_t)pipeline * (vmax + 64));
+        l[k].is_set = xmalloc(sizeof *l[k].is_set * pipeline);
+    }
     rng_t rng;
     rng_seed(&rng, seed, (uint64_t)id + 1);
     size_dist_t d = { DIST_UNIFORM, vmin, vmax };
-    char *out = xmalloc((size_t)pipeline * (vmax + 64));
-    int *is_set = xmalloc(sizeof *is_set * pipeline);
     w->lat_us = xmalloc(sizeof *w->lat_us * (w->requests ? w->requests : 1));
     phase_begin();
     for (uint64_t done = 0; done < w->requests;) {
-        size_t len = 0;
-        uint32_t batch = 0;
-        for (; batch < pipeline && done + batch < w->requests; batch++) {
-            uint64_t x = rng_next(&rng);
-            uint32_t key = scale32((uint32_t)x, keys);
-            is_set[batch] = scale32((uint32_t)(x >> 32), 100) < set_pct;
-            len = put_request(out, len, is_set[batch], key,
-                              is_set[batch] ? dist_size(&d, (uint32_t)rng_next(&rng)) : 0);
+        for (uint32_t k = 0; k < conns; k++) {
+            size_t len = 0;
+            uint32_t batch = 0;
+            for (; batch < pipeline && done + batch < w->requests; batch++) {
+                uint64_t x = rng_next(&rng);
+                uint32_t key = scale32((uint32_t)x, keys);
+                l[k].is_set[batch] = scale32((uint32_t)(x >> 32), 100) < set_pct;
+                len = put_request(l[k].out, len, l[k].is_set[batch], key,
+                                  l[k].is_set[batch] ? dist_size(&d, (uint32_t)rng_next(&rng)) : 0);
+            }
+            l[k].batch = batch;
+            l[k].t0 = now_sec();
+            if (len)
+                send_all(&l[k].c, l[k].out, len);
+            done += batch;
         }
-        double t0 = now_sec();
-        send_all(&c, out, len);
-        for (uint32_t i = 0; i < batch; i++) {
-            int hit = read_reply(&c, is_set[i]);
-            w->lat_us[w->n_lat++] = (float)((now_sec() - t0) * 1e6);
-            if (is_set[i])
-                w->sets++;
-            else if (hit)
-                w->hits++;
-            else
-                w->misses++;
-        }
-        done += batch;
+        for (uint32_t k = 0; k < conns; k++)
+            for (uint32_t i = 0; i < l[k].batch; i++) {
+                int hit = read_reply(&l[k].c, l[k].is_set[i]);
+                w->lat_us[w->n_lat++] = (float)((now_sec() - l[k].t0) * 1e6);
+                if (l[k].is_set[i])
+                    w->sets++;
+                else if (hit)
+                    w->hits++;
+                else
+                    w->misses++;
+            }
     }
     phase_end();
-    free(out);
-    free(is_set);
-    conn_close(&c);
+    for (uint32_t k = 0; k < conns; k++) {
+        free(l[k].out);
+        free(l[k].is_set);
+        conn_close(&l[k].c);
+    }
+    free(l);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -237,7 +258,7 @@ static int cmp_float(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    bench_usage(argc, argv, 8, "HOST PORT THREADS REQUESTS KEYS VMIN VMAX SET_PCT [PIPELINE] [SEED]");
+    bench_usage(argc, argv, 8, "HOST PORT THREADS REQUESTS KEYS VMIN VMAX SET_PCT [PIPELINE] [SEED] [CONNS]");
     host = argv[1];
     port = argv[2];
     n_threads = (uint32_t)arg_u64(argc, argv, 3, 2);
@@ -248,8 +269,9 @@ int main(int argc, char **argv)
     set_pct = (uint32_t)arg_u64(argc, argv, 8, 10);
     pipeline = (uint32_t)arg_u64(argc, argv, 9, 16);
     seed = arg_u64(argc, argv, 10, 1);
-    if (n_threads < 1 || keys < 1 || vmax < vmin || set_pct > 100 || pipeline < 1)
-        bench_fail("need THREADS, KEYS, PIPELINE >= 1, VMIN <= VMAX, SET_PCT <= 100");
+    conns = (uint32_t)arg_u64(argc, argv, 11, 1);
+    if (n_threads < 1 || keys < 1 || vmax < vmin || set_pct > 100 || pipeline < 1 || conns < 1)
+        bench_fail("need THREADS, KEYS, PIPELINE, CONNS >= 1, VMIN <= VMAX, SET_PCT <= 100");
 
     prefill();
     worker_t *w = workers = xzalloc64(n_threads, sizeof *w);
@@ -277,6 +299,7 @@ int main(int argc, char **argv)
     res_u64("vmax", vmax);
     res_u64("set_pct", set_pct);
     res_u64("pipeline", pipeline);
+    res_u64("connections", (uint64_t)n_threads * conns);
     res_f64("secs", secs);
     res_f64("rps", (double)n / secs);
     res_f64("p50_us", n ? lat[n / 2] : 0);

@@ -355,7 +355,7 @@ def server_cmd(case, port):
     if os.geteuid() == 0:
         server += ["-u", "root"]
     client = ["mc_client", "127.0.0.1", port, a["client_threads"], a["requests"], a["keys"],
-              a["vmin"], a["vmax"], a["set_pct"], a["pipeline"], 1]
+              a["vmin"], a["vmax"], a["set_pct"], a["pipeline"], 1, a.get("conns", 1)]
     return server, client, b"version\r\n", b"VERSION"
 
 
