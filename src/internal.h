@@ -107,8 +107,11 @@ static inline uint32_t hz_class_of_slow(size_t n) {
   return 8 + (k - 7) * 8 + (uint32_t)((m >> (k - 3)) & 7);
 }
 
+/* Classes of 1025..32768 bytes by (n + 127) / 128. */
+extern const uint8_t hz_class_table_medium[HZ_SMALL_MAX / 128 + 1];
+
 static inline uint32_t hz_class_of(size_t n) {
-  return n <= 1024 ? hz_class_table[(n + 15) >> 4] : hz_class_of_slow(n);
+  return n <= 1024 ? hz_class_table[(n + 15) >> 4] : hz_class_table_medium[(n + 127) >> 7];
 }
 
 static inline size_t hz_class_size(uint32_t c) {
