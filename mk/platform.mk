@@ -17,7 +17,7 @@ test-windows:
 # portable tests and two benchmarks, each linked with the static library
 # ahead of the C runtime (so malloc is hakozuna's), fully static (nothing to
 # find under wine); api-dll uses the hz_* names through hakozuna.dll.
-WIN_TESTS := $(addprefix $(TEST_DIR)/,api/api-hz.exe threads/stress.exe threads/churn.exe \
+WIN_TESTS := $(addprefix $(TEST_DIR)/,api/api-hz.exe threads/stress.exe threads/churn.exe misuse/misuse.exe \
                options/options.exe options/stats.exe)
 WIN_BENCH := $(addprefix $(TEST_DIR)/bench/,random_mixed.exe mt_remote.exe)
 WIN_LINK  := $(LIB_A) -static -lbcrypt

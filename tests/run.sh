@@ -141,8 +141,8 @@ elif [ $mode = windows ]; then
   w api/cxx 120 "$B/api/cxx.exe"
   w threads/stress 120 "$B/threads/stress.exe"
   w threads/churn 120 "$B/threads/churn.exe"
-  # misuse/misuse: not yet on Windows (its child-process runner was not merged with the
-  # misuse cases of issue 10; docs/windows.md)
+  # each case in a child started with --case N (no fork)
+  w misuse/misuse 120 "$B/misuse/misuse.exe"
   w options/options 60 "$B/options/options.exe"
   w options/stats 120 "$B/options/stats.exe"
   # smoke runs: they must finish and check their blocks; no timings kept

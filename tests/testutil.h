@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tests/testutil.h: helpers shared by the tests (patterns, sizes, RSS, time).
- * Only the standard C library and Linux interfaces: nothing of hakozuna's. */
+ * Only the standard C library and the OS's interfaces (Linux, Windows):
+ * nothing of hakozuna's. */
 #ifndef HZ_TEST_UTIL_H
 #define HZ_TEST_UTIL_H
 
@@ -223,6 +224,95 @@ static inline size_t tu_read_all(int fd, char *buf, size_t cap) {
   return len;
 }
 
+#endif
+
+#ifdef _WIN32 /* no fork: a child is this program started again */
+typedef struct {
+  HANDLE h;
+  char *buf;
+  size_t cap;
+} tu_drain_t;
+
+/* Reads a pipe to its end (or cap - 1 bytes, the rest discarded), NUL-terminated. */
+static inline DWORD WINAPI tu_drain(void *arg) {
+  tu_drain_t *d = (tu_drain_t *)arg;
+  size_t len = 0;
+  char sink[512];
+  DWORD r;
+  for (;;) {
+    char *to = len < d->cap - 1 ? d->buf + len : sink;
+    DWORD want = len < d->cap - 1 ? (DWORD)(d->cap - 1 - len) : (DWORD)sizeof sink;
+    if (!ReadFile(d->h, to, want, &r, NULL) || r == 0) break;
+    if (to != sink) len += r;
+  }
+  d->buf[len] = 0;
+  return 0;
+}
+
+/* The Windows form of tu_fork_capturing: runs this program again as
+ * `PROGRAM args`, its stdout into out and its stderr into err (each read by
+ * a thread of its own, so neither pipe can fill and stall the child), and
+ * ends it after limit_s (*hung is then 1). No crash dialog for a child that
+ * faults. Returns its exit code, or -1 if it could not be started. */
+static inline long tu_spawn_self(const char *args, unsigned limit_s, char *out, size_t out_cap, char *err,
+                                 size_t err_cap, int *hung) {
+  char self[1024], cmd[1200];
+  *hung = 0;
+  out[0] = err[0] = 0;
+  DWORD n = GetModuleFileNameA(NULL, self, sizeof self);
+  if (n == 0 || n >= sizeof self) return -1;
+  snprintf(cmd, sizeof cmd, "\"%s\" %s", self, args);
+  SECURITY_ATTRIBUTES sa = {sizeof sa, NULL, TRUE};
+  HANDLE out_r, out_w, err_r, err_w;
+  if (!CreatePipe(&out_r, &out_w, &sa, 0)) return -1;
+  if (!CreatePipe(&err_r, &err_w, &sa, 0)) {
+    CloseHandle(out_r);
+    CloseHandle(out_w);
+    return -1;
+  }
+  SetHandleInformation(out_r, HANDLE_FLAG_INHERIT, 0);
+  SetHandleInformation(err_r, HANDLE_FLAG_INHERIT, 0);
+  STARTUPINFOA si;
+  memset(&si, 0, sizeof si);
+  si.cb = sizeof si;
+  si.dwFlags = STARTF_USESTDHANDLES;
+  si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+  si.hStdOutput = out_w;
+  si.hStdError = err_w;
+  PROCESS_INFORMATION pi;
+  fflush(NULL);
+  SetErrorMode(GetErrorMode() | SEM_NOGPFAULTERRORBOX); /* inherited by the child */
+  BOOL started = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi);
+  CloseHandle(out_w); /* the child's copies are its own: EOF when it ends */
+  CloseHandle(err_w);
+  long code = -1;
+  if (started) {
+    tu_drain_t d[2] = {{out_r, out, out_cap}, {err_r, err, err_cap}};
+    HANDLE th[2] = {CreateThread(NULL, 0, tu_drain, &d[0], 0, NULL),
+                    CreateThread(NULL, 0, tu_drain, &d[1], 0, NULL)};
+    if (WaitForSingleObject(pi.hProcess, limit_s * 1000u) != WAIT_OBJECT_0) {
+      *hung = 1;
+      TerminateProcess(pi.hProcess, 99);
+      WaitForSingleObject(pi.hProcess, INFINITE);
+    }
+    for (int i = 0; i < 2; i++) {
+      if (th[i] != NULL) {
+        WaitForSingleObject(th[i], INFINITE);
+        CloseHandle(th[i]);
+      } else {
+        tu_drain(&d[i]); /* the child has ended: the pipe is at its end */
+      }
+    }
+    DWORD st = 0;
+    GetExitCodeProcess(pi.hProcess, &st);
+    code = (long)st;
+    CloseHandle(pi.hProcess);
+    CloseHandle(pi.hThread);
+  }
+  CloseHandle(out_r);
+  CloseHandle(err_r);
+  return code;
+}
 #endif
 
 #endif /* HZ_TEST_UTIL_H */

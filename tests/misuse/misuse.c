@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tests/misuse/misuse.c: misuse must end the program with one line on stderr
- * and SIGABRT. Each case runs in a forked child; the parent checks how the
+ * and SIGABRT. Each case runs in a forked child (on Windows, which has no
+ * fork, the program started again with --case N); the parent checks how the
  * child died and what it printed:
  *
  *   hakozuna: free(): double free of 0x... (block of N bytes)
@@ -19,7 +20,9 @@
  * allocations and frees, from another thread, through realloc, and after
  * realloc(p, 0); the size of a freed block; pointers into a span's memory
  * that never held a block; C++ sized delete and hz_free_sized with a wrong
- * size. Runs on hakozuna only. */
+ * size. Runs on hakozuna only. On Windows a misuse report ends the process
+ * with status 3, as abort() does there, after a SIGABRT handler has run
+ * (hz_os_abort in src/os_windows.c). */
 #include "check.h"
 #include "hakozuna.h"
 #include "testutil.h"
@@ -29,9 +32,12 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
+#ifndef _WIN32
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#endif
 
 typedef enum { FN_FREE, FN_REALLOC, FN_USABLE, FN_DELETE } fn_t;
 static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
@@ -53,8 +59,25 @@ typedef struct mcase {
  * misuse, nor drop it. */
 static void (*volatile free_fn)(void *) = free;
 static void *(*volatile realloc_fn)(void *, size_t) = realloc;
-static size_t (*volatile usable_fn)(void *) = malloc_usable_size;
+static __typeof__(&malloc_usable_size) volatile usable_fn = malloc_usable_size; /* Windows: hz_usable_size */
 static void *(*volatile malloc_fn)(size_t) = malloc;
+
+/* One of hakozuna's functions: on Linux from the preloaded library (the
+ * test is not linked with it), on Windows linked (the static library). */
+#ifdef _WIN32
+#define LIB_FN(type, linux_name, windows_fn) ((type)(windows_fn))
+/* the C++ operators as Win64 mangles them (size_t is unsigned long long) */
+void *_Znwy(size_t n);
+void *_ZnwySt11align_val_t(size_t n, size_t align);
+void _ZdlPvy(void *p, size_t n);
+void _ZdlPvySt11align_val_t(void *p, size_t n, size_t align);
+#else
+#define LIB_FN(type, linux_name, windows_fn) ((type)dlsym(RTLD_DEFAULT, linux_name))
+#endif
+
+/* Exit status of a child whose churn reused the block (not the case meant):
+ * not 3, which is a misuse report's on Windows. */
+#define CHURN_REUSED 9
 
 static int info_fd = -1;
 
@@ -80,6 +103,16 @@ static const char *const foreign_names[] = {"stack", "static data", "mmap page",
                                             "mmap at a 4 MiB boundary"};
 static char static_buf[8192] __attribute__((aligned(64)));
 
+/* n bytes of fresh pages from the OS, not from any allocator; NULL if none. */
+static void *map_pages(size_t n) {
+#ifdef _WIN32
+  return VirtualAlloc(NULL, n, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+#else
+  void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? NULL : m;
+#endif
+}
+
 static void run_foreign(const mcase_t *c) {
   char stack_buf[256] __attribute__((aligned(16)));
   memset(stack_buf, 0, sizeof stack_buf);
@@ -88,18 +121,22 @@ static void run_foreign(const mcase_t *c) {
   switch (c->size) {
   case FOREIGN_STACK: p = stack_buf + 16; break;
   case FOREIGN_STATIC: p = static_buf + 64; break;
-  case FOREIGN_MMAP:
-    p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    break;
+  case FOREIGN_MMAP: p = map_pages(4096); break;
   case FOREIGN_MMAP_4M: { /* where an allocator might look for a header */
-    char *m = mmap(NULL, 12 * MiB, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) _exit(5);
+    char *m = map_pages(12 * MiB);
+    if (m == NULL) _exit(5);
     p = (char *)(((uintptr_t)m + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1)) + 4096;
     break;
   }
   }
-  if (p == MAP_FAILED) _exit(5);
+  if (p == NULL) _exit(5);
+#ifdef _WIN32
+  /* There free() and realloc() hand a pointer hakozuna does not know to the
+   * C runtime, whose block it may be (docs/windows.md): the hz_* names are
+   * the ones that report it. */
+  free_fn = hz_free;
+  realloc_fn = hz_realloc;
+#endif
   report(p, NULL, 0);
   call(c->fn, tu_opaque_ptr(p));
 }
@@ -196,8 +233,8 @@ static void run_double_remote(const mcase_t *c) {
 /* Many allocations and frees of other sizes between the two frees. The same
  * churn runs once before the block exists, so that it has its memory
  * already, and blocks of the same size stay live around it; if the churn
- * still reuses the block's memory the case cannot be run as meant (exit 3,
- * reported as such). */
+ * still reuses the block's memory the case cannot be run as meant (exit
+ * CHURN_REUSED, reported as such). */
 static int churn(size_t target, const char *blk, size_t n) {
   static const size_t sizes[] = {16, 100, 1000, 5000, 20000, 70000, 200000, MiB};
   void *ring[32] = {0};
@@ -221,8 +258,7 @@ static void run_double_churn(const mcase_t *c) {
   /* A freed huge block stays mapped (and its double free recognisable) only
    * while it waits in the huge cache, HAKOZUNA_PURGE_DELAY ms: keep it there
    * however long the churn takes on a loaded machine. */
-  int (*option_set)(hz_option_t, long) =
-      (int (*)(hz_option_t, long))dlsym(RTLD_DEFAULT, "hz_option_set");
+  int (*option_set)(hz_option_t, long) = LIB_FN(int (*)(hz_option_t, long), "hz_option_set", hz_option_set);
   if (!option_set || option_set(HZ_OPTION_PURGE_DELAY, -1) != 0) _exit(7);
   churn(c->size, NULL, 0);
   for (int i = 0; i < 4; i++) pins[i] = malloc_fn(c->size);
@@ -231,7 +267,7 @@ static void run_double_churn(const mcase_t *c) {
   if (!p) _exit(5);
   report(p, p, c->size);
   free_fn(p);
-  if (churn(c->size, p, c->size)) _exit(3);
+  if (churn(c->size, p, c->size)) _exit(CHURN_REUSED);
   call(c->fn, p);
   for (int i = 0; i < 8; i++) free_fn(pins[i]);
 }
@@ -250,12 +286,12 @@ static const struct { size_t new_size, delete_size, align; } sized_cases[] = {
 };
 
 static void run_sized_delete(const mcase_t *c) {
-  void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+  void *(*op_new)(size_t) = LIB_FN(void *(*)(size_t), "_Znwm", _Znwy);
   void *(*op_new_al)(size_t, size_t) =
-      (void *(*)(size_t, size_t))dlsym(RTLD_DEFAULT, "_ZnwmSt11align_val_t");
-  void (*op_del)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvm");
+      LIB_FN(void *(*)(size_t, size_t), "_ZnwmSt11align_val_t", _ZnwySt11align_val_t);
+  void (*op_del)(void *, size_t) = LIB_FN(void (*)(void *, size_t), "_ZdlPvm", _ZdlPvy);
   void (*op_del_al)(void *, size_t, size_t) =
-      (void (*)(void *, size_t, size_t))dlsym(RTLD_DEFAULT, "_ZdlPvmSt11align_val_t");
+      LIB_FN(void (*)(void *, size_t, size_t), "_ZdlPvmSt11align_val_t", _ZdlPvySt11align_val_t);
   if (!op_new || !op_new_al || !op_del || !op_del_al) _exit(7);
   size_t n = sized_cases[c->size].new_size, d = sized_cases[c->size].delete_size;
   size_t a = sized_cases[c->size].align;
@@ -282,8 +318,7 @@ static void run_write_after_free(const mcase_t *c) {
 }
 
 static void run_free_sized(const mcase_t *c) {
-  void (*free_sized)(void *, size_t) =
-      (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "hz_free_sized");
+  void (*free_sized)(void *, size_t) = LIB_FN(void (*)(void *, size_t), "hz_free_sized", hz_free_sized);
   if (!free_sized) _exit(7);
   void *p = malloc_fn(c->size);
   report(p, p, c->size);
@@ -291,15 +326,18 @@ static void run_free_sized(const mcase_t *c) {
 }
 
 /* ---- the parent's side ---- */
-/* The number after `key` in msg (hex after "0x", else decimal); -1 if none. */
-static int number_after(const char *msg, const char *key, uintptr_t *out) {
+/* The number after `key` in msg, in base 10 or 16; 0 if none. */
+static int parse_after(const char *msg, const char *key, int base, uintptr_t *out) {
   const char *s = strstr(msg, key);
   if (!s) return 0;
   s += strlen(key);
   char *end;
-  *out = (uintptr_t)strtoull(s, &end, strncmp(s, "0x", 2) == 0 ? 16 : 10);
+  *out = (uintptr_t)strtoull(s, &end, base);
   return end != s;
 }
+static int number_after(const char *msg, const char *key, uintptr_t *out) { return parse_after(msg, key, 10, out); }
+/* A pointer (%p) is hex: 0x... from glibc, 16 digits without 0x on Windows. */
+static int pointer_after(const char *msg, const char *key, uintptr_t *out) { return parse_after(msg, key, 16, out); }
 
 static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
                           uintptr_t block, const char *name) {
@@ -320,15 +358,13 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
     return;
   uintptr_t v;
   if (c->expect == EXPECT_FREED) {
-    CHECKF(number_after(msg, "use of the freed block ", &v) && v == passed,
-           "%s: stderr \"%s\", want use of the freed block %#lx", name, msg,
-           (unsigned long)passed);
+    CHECKF(pointer_after(msg, "use of the freed block ", &v) && v == passed,
+           "%s: stderr \"%s\", want use of the freed block %p", name, msg, (void *)passed);
     return;
   }
   if (c->expect == EXPECT_DOUBLE) {
-    CHECKF(number_after(msg, "double free of ", &v) && v == passed,
-           "%s: stderr \"%s\", want double free of %#lx", name, msg,
-           (unsigned long)passed);
+    CHECKF(pointer_after(msg, "double free of ", &v) && v == passed,
+           "%s: stderr \"%s\", want double free of %p", name, msg, (void *)passed);
     CHECKF(number_after(msg, "(block of ", &v) && v >= c->size,
            "%s: stderr \"%s\", want (block of >= %zu bytes)", name, msg, c->size);
     return;
@@ -337,13 +373,12 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
     CHECKF(number_after(msg, "(): size ", &v) && v == sized_cases[c->size].delete_size,
            "%s: stderr \"%s\", want size %zu", name, msg,
            sized_cases[c->size].delete_size);
-    CHECKF(number_after(msg, "does not match the block ", &v) && v == passed,
-           "%s: stderr \"%s\", want the block %#lx", name, msg, (unsigned long)passed);
+    CHECKF(pointer_after(msg, "does not match the block ", &v) && v == passed,
+           "%s: stderr \"%s\", want the block %p", name, msg, (void *)passed);
     return;
   }
-  CHECKF(number_after(msg, "invalid pointer ", &v) && v == passed,
-         "%s: stderr \"%s\", want invalid pointer %#lx", name, msg,
-         (unsigned long)passed);
+  CHECKF(pointer_after(msg, "invalid pointer ", &v) && v == passed,
+         "%s: stderr \"%s\", want invalid pointer %p", name, msg, (void *)passed);
   if (c->expect == EXPECT_FOREIGN) {
     CHECKF(strstr(msg, "(not allocated by hakozuna)") != NULL, "%s: stderr \"%s\"",
            name, msg);
@@ -358,48 +393,101 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   CHECKF(number_after(msg, "(inside a block of ", &v) && v >= c->size,
          "%s: stderr \"%s\", want (inside a block of >= %zu bytes", name, msg,
          c->size);
-  CHECKF(number_after(msg, " bytes at ", &v) && v == block,
-         "%s: stderr \"%s\", want the block at %#lx", name, msg,
-         (unsigned long)block);
+  CHECKF(pointer_after(msg, " bytes at ", &v) && v == block,
+         "%s: stderr \"%s\", want the block at %p", name, msg, (void *)block);
 }
 
-static void run_case(const mcase_t *c) {
+/* ---- a case in a child process ---- */
+#ifdef _WIN32
+/* The child's report goes to its stdout. hz_os_abort raises SIGABRT before
+ * it ends the process: this handler's line shows that it did. */
+static void on_sigabrt(int sig) {
+  (void)sig;
+  static const char line[] = "SIGABRT\n";
+  if (write(info_fd, line, sizeof line - 1) < 0) _exit(4);
+}
+#endif
+
+/* The child's side: case c's misuse, which must end the process. */
+__attribute__((noreturn)) static void child(const mcase_t *c) {
+#ifdef _WIN32
+  signal(SIGABRT, on_sigabrt);
+#endif
+  c->run(c);
+  _exit(0); /* the misuse went unnoticed */
+}
+
+/* How a child ended: CHILD_ABORTED as a misuse report ends a process, else
+ * its own exit status (>= 0) or CHILD_OTHER; described in why. */
+enum { CHILD_ABORTED = -1, CHILD_OTHER = -2 };
+
+#ifdef _WIN32
+#define ABORT_END "status 3 after raising SIGABRT"
+
+/* No fork: the program again, with --case N. */
+static int run_child(const mcase_t *c, int index, char *info, size_t info_cap, char *msg, size_t msg_cap,
+                     char *why, size_t why_len) {
+  char args[32];
+  int hung;
+  (void)c;
+  snprintf(args, sizeof args, "--case %d", index);
+  long st = tu_spawn_self(args, 20, info, info_cap, msg, msg_cap, &hung);
+  int raised = strstr(info, "SIGABRT") != NULL;
+  if (st < 0) snprintf(why, why_len, "could not be started");
+  else if (hung) snprintf(why, why_len, "hung (ended after 20s)");
+  else snprintf(why, why_len, "exited with status %ld%s", st, raised ? " after raising SIGABRT" : "");
+  if (st < 0 || hung) return CHILD_OTHER;
+  return st == 3 && raised ? CHILD_ABORTED : (int)st;
+}
+#else
+#define ABORT_END "killed by SIGABRT"
+
+static int run_child(const mcase_t *c, int index, char *info, size_t info_cap, char *msg, size_t msg_cap,
+                     char *why, size_t why_len) {
+  int err_fd, infop[2];
+  (void)index;
+  snprintf(why, why_len, "could not be started");
+  info[0] = msg[0] = 0;
+  if (pipe(infop) != 0) return CHILD_OTHER;
+  pid_t pid = tu_fork_capturing(&err_fd, 20);
+  if (pid < 0) return CHILD_OTHER;
+  if (pid == 0) {
+    close(infop[0]);
+    info_fd = infop[1];
+    child(c);
+  }
+  close(infop[1]);
+  tu_read_all(infop[0], info, info_cap);
+  tu_read_all(err_fd, msg, msg_cap);
+  close(infop[0]);
+  close(err_fd);
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return CHILD_OTHER;
+  snprintf(why, why_len, "%s %d", WIFSIGNALED(st) ? "killed by signal" : "exited with status",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return WTERMSIG(st) == SIGABRT ? CHILD_ABORTED : CHILD_OTHER;
+  return WEXITSTATUS(st);
+}
+#endif
+
+static void run_case(const mcase_t *c, int index) {
   char name[160];
   if (c->expect == EXPECT_FOREIGN)
     snprintf(name, sizeof name, "%s(): %s", fn_names[c->fn], c->what);
   else
     snprintf(name, sizeof name, "%s(): %s, %zu bytes", fn_names[c->fn], c->what,
              c->size);
-  int err_fd, infop[2];
-  if (!CHECK(pipe(infop) == 0)) return;
-  pid_t pid = tu_fork_capturing(&err_fd, 20);
-  if (!CHECK(pid >= 0)) return;
-  if (pid == 0) {
-    close(infop[0]);
-    info_fd = infop[1];
-    c->run(c);
-    _exit(0); /* the misuse went unnoticed */
-  }
-  close(infop[1]);
-  char info[256], msg[4096];
-  tu_read_all(infop[0], info, sizeof info);
-  tu_read_all(err_fd, msg, sizeof msg);
+  char info[256], msg[4096], why[96];
+  int end = run_child(c, index, info, sizeof info, msg, sizeof msg, why, sizeof why);
   /* qemu-user adds its own line about the signal that ended the child */
   char *emu = strstr(msg, "qemu: uncaught target signal");
   if (emu != NULL) *emu = 0;
-  close(infop[0]);
-  close(err_fd);
-  int st = 0;
-  CHECK(waitpid(pid, &st, 0) == pid);
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+  if (end == CHURN_REUSED) {
     CHECKF(0, "%s: the churn between the frees reused the block's memory: "
            "this case needs other churn sizes", name);
     return;
   }
-  if (!CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
-              "%s: child %s %d, want SIGABRT; stderr: \"%s\"", name,
-              WIFSIGNALED(st) ? "killed by signal" : "exited with status",
-              WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), msg))
+  if (!CHECKF(end == CHILD_ABORTED, "%s: child %s, want " ABORT_END "; stderr: \"%s\"", name, why, msg))
     return;
   void *passed = NULL, *block = NULL;
   size_t size = 0;
@@ -409,28 +497,25 @@ static void run_case(const mcase_t *c) {
   check_message(c, msg, (uintptr_t)passed, (uintptr_t)block, name);
 }
 
-TEST_MAIN() {
+/* Every case, in a fixed order (a child started with --case N finds its
+ * case by its index; the environment, which the child inherits, decides
+ * which are in). Returns how many. */
+static int make_cases(mcase_t *out) {
   static const size_t sizes[] = {48, 20 * KiB, 200 * KiB, 16 * MiB};
-  int cases = 0;
+  int n = 0;
   for (int fn = FN_FREE; fn <= FN_USABLE; fn++) {
-    for (size_t w = 0; w < FOREIGN_N; w++) {
-      mcase_t c = {foreign_names[w], fn, EXPECT_FOREIGN, w, run_foreign};
-      run_case(&c), cases++;
-    }
-    for (int i = 0; i < 4; i++) {
-      mcase_t c = {"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
-      run_case(&c), cases++;
-    }
-    mcase_t pe = {"pointer past a large block", fn, EXPECT_NOBLOCK, 40000, run_past_end};
-    if (getenv("HAKOZUNA_PAGE_SIZE") == NULL) run_case(&pe), cases++; /* 64 KiB pages: no room past it */
-    mcase_t tail = {"tail of a span past its last block", fn, EXPECT_NOBLOCK, 48, run_span_tail};
-    mcase_t uncarved = {"block of a span never handed out", fn, EXPECT_NOBLOCK, 1024,
-                        run_span_uncarved};
-    /* (their offsets assume 32 KiB spans of 4 KiB pages: not with
-     * HAKOZUNA_PAGE_SIZE, whose larger pages change the span geometry) */
+    for (size_t w = 0; w < FOREIGN_N; w++)
+      out[n++] = (mcase_t){foreign_names[w], fn, EXPECT_FOREIGN, w, run_foreign};
+    for (int i = 0; i < 4; i++)
+      out[n++] = (mcase_t){"pointer inside a block", fn, EXPECT_INSIDE, sizes[i], run_inside};
+    /* (the offsets of these assume 32 KiB spans of 4 KiB pages: not with
+     * HAKOZUNA_PAGE_SIZE, whose larger pages change the span geometry and
+     * leave no room past the 40,000-byte block) */
     if (getenv("HAKOZUNA_PAGE_SIZE") == NULL) {
-      run_case(&tail), cases++;
-      run_case(&uncarved), cases++;
+      out[n++] = (mcase_t){"pointer past a large block", fn, EXPECT_NOBLOCK, 40000, run_past_end};
+      out[n++] = (mcase_t){"tail of a span past its last block", fn, EXPECT_NOBLOCK, 48, run_span_tail};
+      out[n++] = (mcase_t){"block of a span never handed out", fn, EXPECT_NOBLOCK, 1024,
+                           run_span_uncarved};
     }
   }
   for (int i = 0; i < 4; i++) {
@@ -445,23 +530,30 @@ TEST_MAIN() {
          run_double_remote},
         {"free after realloc(p, 0)", FN_FREE, EXPECT_DOUBLE, sizes[i], run_realloc0},
     };
-    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) run_case(&cs[k]), cases++;
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) out[n++] = cs[k];
   }
-  for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++) {
-    mcase_t c = {"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
-    run_case(&c), cases++;
-  }
+  for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++)
+    out[n++] = (mcase_t){"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
   if (strcmp(hz_target(), "hakozuna-checked") == 0) {
     static const size_t offsets[] = {0, 3, 8, 15, 16, 30};
-    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
-      mcase_t c = {"write after free at this byte of a 40-byte block", FN_FREE, EXPECT_WAF,
-                   offsets[i], run_write_after_free};
-      run_case(&c), cases++;
-    }
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++)
+      out[n++] = (mcase_t){"write after free at this byte of a 40-byte block", FN_FREE, EXPECT_WAF,
+                           offsets[i], run_write_after_free};
   }
-  mcase_t fs = {"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100,
-                run_free_sized};
-  run_case(&fs), cases++;
-  printf("%d misuse cases\n", cases);
+  out[n++] = (mcase_t){"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100, run_free_sized};
+  return n;
+}
+
+TEST_MAIN() {
+  static mcase_t cases[96];
+  int n = make_cases(cases);
+  if (argc == 3 && strcmp(argv[1], "--case") == 0) { /* one case, its report on stdout */
+    int i = atoi(argv[2]);
+    if (i < 0 || i >= n) return 2;
+    info_fd = 1;
+    child(&cases[i]);
+  }
+  for (int i = 0; i < n; i++) run_case(&cases[i], i);
+  printf("%d misuse cases\n", n);
   return 0;
 }
