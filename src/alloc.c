@@ -142,13 +142,9 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
 }
 
 
-static inline void dealloc(void *p, const char *fn) {
+/* p is in a segment of spans (the segment map said so), s its span. */
+static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
   uintptr_t a = (uintptr_t)p;
-  if (hz_unlikely((a >> HZ_SEG_SHIFT) >= HZ_SEGMAP_LEN || hz_segmap_at(a >> HZ_SEG_SHIFT) != HZ_MAP_SPANS)) {
-    free_rare(p, fn);
-    return;
-  }
-  hz_span_t *s = hz_span_of(p);
   hz_block_t *b = p;
   if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || hz_block_is_free(b))) {
     hz_check_span_ptr(p, fn);
@@ -171,6 +167,18 @@ static inline void dealloc(void *p, const char *fn) {
     return;
   }
   free_remote(h, s, b, fn);
+}
+
+static inline bool in_spans(uintptr_t a) {
+  return (a >> HZ_SEG_SHIFT) < HZ_SEGMAP_LEN && hz_segmap_at(a >> HZ_SEG_SHIFT) == HZ_MAP_SPANS;
+}
+
+static inline void dealloc(void *p, const char *fn) {
+  if (hz_unlikely(!in_spans((uintptr_t)p))) {
+    free_rare(p, fn);
+    return;
+  }
+  dealloc_in(p, hz_span_of(p), fn);
 }
 
 /* Usable bytes of a block, after checking the pointer is a live block. */
@@ -259,12 +267,23 @@ HZ_EXPORT void hz_free_sized(void *p, size_t size) {
  * must lead to the block's class (small), page count (large), or to a huge
  * block at least that big. Only the sized forms pay for the check. */
 void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
+  /* The commonest case first: a small block whose class is the size's, so
+   * free's own tests are all that is left (no second look at the block). */
+  if (align == 0 && n <= HZ_SMALL_MAX - HZ_CANARY_SIZE && in_spans((uintptr_t)p)) {
+    hz_span_t *s = hz_span_of(p);
+    if (s->cls == hz_class_of(n + HZ_CANARY_SIZE)) {
+      dealloc_in(p, s, fn);
+      return;
+    }
+  }
   if (p == NULL) return;
   uint8_t m = hz_segmap_get(p);
   size_t have = usable(p, fn), want; /* reports a bad pointer */
   if (have == 0 && m != HZ_MAP_ZERO) return;
   uint32_t c = small_class(n, align);
-  if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL)
+  if (m == HZ_MAP_SPANS && hz_span_of(p)->sample != NULL)
+    want = n <= have ? have : SIZE_MAX; /* sampled by the profiler: any size it can hold */
+  else if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL)
     want = goes_huge(n, align) ? n : SIZE_MAX;
   else if (m == HZ_MAP_ZERO)
     want = n == 0 ? 0 : SIZE_MAX;

@@ -5,6 +5,7 @@
 // and destroyed after it; containers and shared_ptr shared between threads.
 #include "check.h"
 #include "testutil.h"
+#include "hakozuna.h"
 
 #include <cstdint>
 #include <map>
@@ -261,8 +262,29 @@ static void test_containers_threads() {
   CHECK(alive == 1000);
 }
 
+// With the heap profiler sampling often, a sampled block is served from a
+// span of its own: sized delete must still accept the size new was given
+// (it used to report "size N does not match the block" and abort).
+static void test_sized_while_profiling() {
+#ifdef _WIN32
+  int (*set)(hz_option_t, long) = hz_option_set;
+#else
+  int (*set)(hz_option_t, long) =
+      reinterpret_cast<int (*)(hz_option_t, long)>(dlsym(RTLD_DEFAULT, "hz_option_set"));
+#endif
+  if (!hz_strict() || !CHECK(set != nullptr)) return;
+  CHECK(set(HZ_OPTION_PROFILE_RATE, 4096) == 0 && set(HZ_OPTION_PROFILE, 1) == 0);
+  for (int round = 0; round < 20; round++)
+    for (std::size_t n = 1; n <= 70000; n += n / 8 + 1) {
+      forms_plain(n);
+      forms_aligned(n, 64);
+    }
+  CHECK(set(HZ_OPTION_PROFILE, 0) == 0); // (no profile file at exit)
+}
+
 TEST_MAIN() {
   test_forms();
+  test_sized_while_profiling();
   test_impossible();
   test_new_handler();
   test_containers_threads();
