@@ -257,7 +257,18 @@ HZ_EXPORT void *hz_reallocarray(void *p, size_t count, size_t size) {
   return hz_realloc(p, n);
 }
 
+/* A small block whose class is the one of n bytes: free's tests are all
+ * that is left to do (sized frees, the commonest case). */
+static inline bool dealloc_sized_small(void *p, size_t n, const char *fn) {
+  if (n > HZ_SMALL_MAX - HZ_CANARY_SIZE || !in_spans((uintptr_t)p)) return false;
+  hz_span_t *s = hz_span_of(p);
+  if (s->cls != hz_class_of(n + HZ_CANARY_SIZE)) return false;
+  dealloc_in(p, s, fn);
+  return true;
+}
+
 HZ_EXPORT void hz_free_sized(void *p, size_t size) {
+  if (dealloc_sized_small(p, size, "free_sized")) return;
   if (p != NULL && size > usable(p, "free_sized"))
     hz_fatal("free_sized(): size %zu is larger than the block %p (%zu bytes)", size, p, usable(p, "free_sized"));
   dealloc(p, "free_sized");
@@ -269,13 +280,7 @@ HZ_EXPORT void hz_free_sized(void *p, size_t size) {
 void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
   /* The commonest case first: a small block whose class is the size's, so
    * free's own tests are all that is left (no second look at the block). */
-  if (align == 0 && n <= HZ_SMALL_MAX - HZ_CANARY_SIZE && in_spans((uintptr_t)p)) {
-    hz_span_t *s = hz_span_of(p);
-    if (s->cls == hz_class_of(n + HZ_CANARY_SIZE)) {
-      dealloc_in(p, s, fn);
-      return;
-    }
-  }
+  if (align == 0 && dealloc_sized_small(p, n, fn)) return;
   if (p == NULL) return;
   uint8_t m = hz_segmap_get(p);
   size_t have = usable(p, fn), want; /* reports a bad pointer */
