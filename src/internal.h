@@ -319,7 +319,8 @@ typedef struct hz_heap_counters_s {
 typedef struct hz_heap_s {
   hz_span_t *cur[HZ_NCLASS];            /* current span per class */
   hz_heap_counters_t n;                 /* plain counters, merged on demand */
-  hz_span_t *lists[HZ_NCLASS];          /* spans with room, per class */
+  hz_span_t *lists[HZ_NCLASS];          /* spans with room, per class (heap.c: new at the head, */
+  hz_span_t *tails[HZ_NCLASS];          /* relisted at the tail) */
   hz_span_t *spare[HZ_NCLASS];          /* one empty span kept listed per class */
   _Atomic(hz_block_t *) inbox;          /* remote frees from other threads */
   hz_outbox_t outbox[HZ_OUTBOX];        /* our remote frees not yet sent */
