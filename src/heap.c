@@ -549,6 +549,125 @@ void hz_heaps_trim_caches(void) {
   spans_free(out);
 }
 
+/* Spans that still hold a live block can't go back to the pool, but the
+ * pages inside their free blocks can: all but the page holding the block's
+ * link. Worth a system call for blocks larger than a page. (Not in the
+ * checked build, whose free blocks keep a fill pattern.) */
+static void block_purge_pages(hz_block_t *b, size_t bs) {
+  size_t ps = hz_os_page_size;
+  uintptr_t lo = ((uintptr_t)(b + 1) + ps - 1) & ~(uintptr_t)(ps - 1);
+  uintptr_t hi = ((uintptr_t)b + bs) & ~(uintptr_t)(ps - 1);
+  if (hi > lo) hz_os_purge((void *)lo, hi - lo);
+}
+
+/* ---- idle trim (purge thread) ----
+ * A thread that frees and then idles makes no call that could return what
+ * its spans hold. The purge thread does it for heaps whose owner has made no
+ * malloc for a whole purge delay: the pages inside free blocks larger than a
+ * page in the spans with room (as hz_collect does), and all of each class's
+ * spare empty span, whose blocks are un-carved first (the next refill carves
+ * them again, from zero pages). It claims the heap (HZ_TRIM_CLAIMED), then
+ * makes every thread pass a memory barrier: an owner that entered a slow path
+ * before the claim shows as busy (the heap is left alone), one entering
+ * after it waits in hz_heap_enter. The owner's fast paths take no part: a
+ * malloc pops only its current spans, which the trim leaves alone, and a free
+ * only pushes onto a span's list, never reads the blocks already on it; so
+ * the trim reads the lists it purges from while the owner may push, and
+ * follows a link only to a block of the span that carries the free tag (on a
+ * weakly ordered CPU a pushed block's link may show late). Lists themselves
+ * are never changed here, so a fork in the middle tears nothing. */
+#define HZ_TRIM_BATCH 64
+
+/* Mallocs (counted down by the fast path), refills and large blocks: the
+ * same figure a purge delay apart means the owner made no malloc meanwhile.
+ * (Racy reads of the owner's plain counters.) */
+__attribute__((no_sanitize("thread"))) static uint64_t heap_activity(const hz_heap_t *h) {
+  uint64_t a = h->n.malloc[HZ_CLASS_LARGE] + h->n.large_frees;
+  for (uint32_t c = 0; c < HZ_NCLASS; c++) a += (uint64_t)h->n.sample_left[c] * 31 + h->n.refill[c];
+  return a;
+}
+
+/* The owner may push onto s->free meanwhile (see above). */
+__attribute__((no_sanitize("thread"))) static void span_purge_free_blocks_racy(hz_span_t *s) {
+  uint64_t limit = __atomic_load_n(&s->limit, __ATOMIC_RELAXED);
+  hz_block_t *b = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
+  for (uint32_t n = 0; b != NULL && n < s->capacity; n++) {
+    if ((uintptr_t)b - s->start >= limit || hz_span_misaligned(s, (uintptr_t)b) || !hz_block_is_free(b)) break;
+    block_purge_pages(b, s->block_size);
+    b = __atomic_load_n(&b->next, __ATOMIC_RELAXED);
+  }
+}
+
+/* A spare span has no block out: it forgets its blocks (the list first, so
+ * that a fork child that copied us half way loses blocks, never hands one
+ * out twice) and returns its pages. */
+static void span_uncarve(hz_span_t *s) {
+  s->free = NULL;
+  __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
+  s->carved = 0;
+  hz_os_purge((void *)s->start, (size_t)s->slice_count * HZ_SLICE_SIZE);
+}
+
+static void heap_trim(hz_heap_t *h) {
+  bool blocks = !HZ_CHECKED && !HZ_NOCHECK; /* a free tag marks free blocks */
+  for (uint32_t c = 0; c < HZ_NCLASS; c++) {
+    hz_span_t *cur = h->cur[c], *spare = h->spare[c];
+    if (spare != NULL && spare != cur && spare->used == 0 && spare->carved != 0) span_uncarve(spare);
+    if (!blocks || hz_class_size(c) <= hz_os_page_size) continue;
+    for (hz_span_t *s = h->lists[c]; s != NULL; s = s->next)
+      if (s != cur && s != spare) span_purge_free_blocks_racy(s);
+  }
+}
+
+static bool trim_batch(hz_heap_t **claimed, size_t n) {
+  bool left = false, barrier = n != 0 && hz_os_membarrier();
+  for (size_t i = 0; i < n; i++) {
+    hz_heap_t *h = claimed[i];
+    if (barrier && __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE) == 0) {
+      heap_trim(h);
+      atomic_store_explicit(&h->trim, HZ_TRIM_DONE, memory_order_release);
+    } else {
+      atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_CLAIMED, memory_order_release);
+      left |= barrier; /* without the barrier, never */
+    }
+  }
+  return left;
+}
+
+/* One look at every live heap; true when some owner was active since the
+ * last look (the purge thread looks once more, a delay later). */
+bool hz_heaps_trim_idle(void) {
+  hz_heap_t *claimed[HZ_TRIM_BATCH];
+  size_t n = 0;
+  bool left = false;
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
+    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || atomic_load_explicit(&h->trim, memory_order_relaxed)) continue;
+    uint64_t a = heap_activity(h);
+    if (a != h->trim_activity) {
+      h->trim_activity = a;
+      left = true;
+      continue;
+    }
+    atomic_fetch_or_explicit(&h->trim, HZ_TRIM_CLAIMED, memory_order_relaxed);
+    claimed[n++] = h;
+    if (n == HZ_TRIM_BATCH) {
+      left |= trim_batch(claimed, n);
+      n = 0;
+    }
+  }
+  return trim_batch(claimed, n) || left;
+}
+
+/* The owner entered a slow path while its heap was claimed, or the first
+ * time after a trim: wait for the trim to end; the purge thread may trim the
+ * heap again when it next goes idle. */
+hz_cold void hz_heap_trim_wait(hz_heap_t *h) {
+  uint32_t t;
+  for (unsigned spins = 0; (t = atomic_load_explicit(&h->trim, memory_order_acquire)) & HZ_TRIM_CLAIMED; spins++)
+    if (spins >= 64) hz_os_yield();
+  if (t & HZ_TRIM_DONE) atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_DONE, memory_order_relaxed);
+}
+
 /* Whether some heap still caches spans (the purge thread keeps running).
  * Racy reads: a thread that caches into an empty cache raises
  * hz_purge_pending afterwards, which the purge thread reads last. */
@@ -558,17 +677,8 @@ bool hz_heaps_cache_left(void) {
   return false;
 }
 
-/* Spans that still hold a live block can't go back to the pool, but the
- * pages inside their free blocks can: all but the page holding the block's
- * link. Worth a system call for blocks larger than a page. (Not in the
- * checked build, whose free blocks keep a fill pattern.) */
 static void span_purge_free_blocks(hz_span_t *s) {
-  size_t ps = hz_os_page_size, bs = s->block_size;
-  for (hz_block_t *b = s->free; b != NULL; b = hz_next_decode(b, b->next)) {
-    uintptr_t lo = ((uintptr_t)(b + 1) + ps - 1) & ~(uintptr_t)(ps - 1);
-    uintptr_t hi = ((uintptr_t)b + bs) & ~(uintptr_t)(ps - 1);
-    if (hi > lo) hz_os_purge((void *)lo, hi - lo);
-  }
+  for (hz_block_t *b = s->free; b != NULL; b = hz_next_decode(b, b->next)) block_purge_pages(b, s->block_size);
 }
 
 /* Give back what a heap holds but does not use: empty spans (all, or those
@@ -667,6 +777,8 @@ void hz_heap_fork_child(void) {
       h->cache_slices = 0;
       cache_unlock(h);
     }
+    /* the purge thread, lost, may have claimed it: its trim changes no list */
+    atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_CLAIMED, memory_order_relaxed);
     if (h == mine) continue;
     h->live = false;
     if (h->busy) continue;

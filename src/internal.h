@@ -197,6 +197,7 @@ typedef struct hz_segment_s {
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
   uint32_t arena;                      /* index of the pool it belongs to */
+  bool spans_purged;                   /* all free, purged, descriptors given back (arena.c) */
   _Atomic uint64_t protected_mask[HZ_SLICES / 64]; /* checked build: slices made inaccessible */
   struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
   hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
@@ -328,6 +329,8 @@ typedef struct hz_heap_s {
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
   _Atomic int cache_lock;               /* owner's slow paths and the purge thread */
+  _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
+  uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
@@ -416,6 +419,7 @@ int hz_os_open_report(const char *path); /* -1 on failure */
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
 void hz_os_yield(void);
+bool hz_os_membarrier(void); /* a barrier on every thread of the process; false if unsupported */
 bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *));
 void hz_os_thread_key_set(hz_thread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
@@ -471,6 +475,7 @@ void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
+bool hz_heaps_trim_idle(void);
 #if HZ_CHECKED
 void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
 #endif
@@ -488,9 +493,16 @@ void hz_heap_page_size_init(void);
 #else
 #define hz_store_fence() atomic_thread_fence(memory_order_release)
 #endif
+/* The purge thread trims idle heaps (heap.c, "idle trim"): it claims one,
+ * then a barrier on every thread (hz_os_membarrier) lets it see whether the
+ * owner is inside a slow path, and an owner entering one sees the claim and
+ * waits; so the owner pays a load here, and no fence. */
+enum { HZ_TRIM_CLAIMED = 1, HZ_TRIM_DONE = 2 };
+void hz_heap_trim_wait(hz_heap_t *h);
 static inline void hz_heap_enter(hz_heap_t *h) {
   h->busy++;
   hz_store_fence();
+  if (hz_unlikely(atomic_load_explicit(&h->trim, memory_order_acquire))) hz_heap_trim_wait(h);
 }
 static inline void hz_heap_leave(hz_heap_t *h) {
   hz_store_fence();

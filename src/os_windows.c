@@ -148,6 +148,10 @@ size_t hz_os_peak_rss(void) {
 
 void hz_os_sleep_ms(long ms) { Sleep((DWORD)ms); }
 void hz_os_yield(void) { SwitchToThread(); }
+bool hz_os_membarrier(void) {
+  FlushProcessWriteBuffers();
+  return true;
+}
 
 int hz_os_pid(void) { return (int)GetCurrentProcessId(); }
 

@@ -25,6 +25,7 @@ static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
 static void *purge_thread_main(void *arg) {
   (void)arg;
   hz_os_thread_name("hakozuna-purge");
+  bool looked_again = false;
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
     atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
@@ -33,7 +34,12 @@ static void *purge_thread_main(void *arg) {
     bool huge_left = hz_huge_purge(false);
     hz_heaps_collect_abandoned();
     hz_heaps_trim_caches();
-    if (delay > 0 && (hz_arena_dirty() || huge_left || hz_heaps_cache_left())) continue;
+    /* Heaps are trimmed once idle for a whole delay: when nothing else is
+     * left, one more look if some owner was active at this one. */
+    bool active = hz_heaps_trim_idle() && !looked_again;
+    bool left = hz_arena_dirty() || huge_left || hz_heaps_cache_left();
+    looked_again = !left && active;
+    if (delay > 0 && (left || active)) continue;
     /* Memory that began to wait after the checks above was left to us by
      * its freer (it saw us running): look once more after going idle. */
     atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);
