@@ -584,7 +584,8 @@ static void block_purge_pages(hz_block_t *b, size_t bs) {
  * same figure a purge delay apart means the owner made no malloc meanwhile.
  * (Racy reads of the owner's plain counters.) */
 __attribute__((no_sanitize("thread"))) static uint64_t heap_activity(const hz_heap_t *h) {
-  uint64_t a = h->n.malloc[HZ_CLASS_LARGE] + h->n.large_frees;
+  if (!h->live) return 0; /* (abandoned heaps were collected whole) */
+  uint64_t a = h->n.malloc[HZ_CLASS_LARGE] + h->n.large_frees + 1;
   for (uint32_t c = 0; c < HZ_NCLASS; c++) a += (uint64_t)h->n.sample_left[c] * 31 + h->n.refill[c];
   return a;
 }
@@ -643,8 +644,9 @@ bool hz_heaps_trim_idle(void) {
   size_t n = 0;
   bool left = false;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
-    if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || atomic_load_explicit(&h->trim, memory_order_relaxed)) continue;
+    if (atomic_load_explicit(&h->trim, memory_order_relaxed)) continue;
     uint64_t a = heap_activity(h);
+    if (a == 0) continue;
     if (a != h->trim_activity) {
       h->trim_activity = a;
       left = true;

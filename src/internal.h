@@ -499,14 +499,21 @@ void hz_heap_page_size_init(void);
  * waits; so the owner pays a load here, and no fence. */
 enum { HZ_TRIM_CLAIMED = 1, HZ_TRIM_DONE = 2 };
 void hz_heap_trim_wait(hz_heap_t *h);
+/* (busy is a plain counter; ThreadSanitizer, which knows neither the fences
+ * nor membarrier, is shown the same order with atomic stores.) */
+#if defined(__SANITIZE_THREAD__)
+#define hz_heap_busy_set(h, v, order) __atomic_store_n(&(h)->busy, v, order)
+#else
+#define hz_heap_busy_set(h, v, order) ((h)->busy = (v))
+#endif
 static inline void hz_heap_enter(hz_heap_t *h) {
-  h->busy++;
+  hz_heap_busy_set(h, h->busy + 1, __ATOMIC_RELAXED);
   hz_store_fence();
   if (hz_unlikely(atomic_load_explicit(&h->trim, memory_order_acquire))) hz_heap_trim_wait(h);
 }
 static inline void hz_heap_leave(hz_heap_t *h) {
   hz_store_fence();
-  h->busy--;
+  hz_heap_busy_set(h, h->busy - 1, __ATOMIC_RELEASE);
 }
 
 void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn); /* alloc.c: C++ sized delete */
