@@ -592,10 +592,9 @@ __attribute__((no_sanitize("thread"))) static uint64_t heap_activity(const hz_he
 
 /* The owner may push onto s->free meanwhile (see above). */
 __attribute__((no_sanitize("thread"))) static void span_purge_free_blocks_racy(hz_span_t *s) {
-  uint64_t limit = __atomic_load_n(&s->limit, __ATOMIC_RELAXED);
   hz_block_t *b = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
   for (uint32_t n = 0; b != NULL && n < s->capacity; n++) {
-    if ((uintptr_t)b - s->start >= limit || hz_span_misaligned(s, (uintptr_t)b) || !hz_block_is_free(b)) break;
+    if (hz_span_refuses(s, (uintptr_t)b) || !hz_block_is_free(b)) break;
     block_purge_pages(b, s->block_size);
     b = __atomic_load_n(&b->next, __ATOMIC_RELAXED);
   }
@@ -615,7 +614,7 @@ static void heap_trim(hz_heap_t *h) {
   bool blocks = !HZ_CHECKED && !HZ_NOCHECK; /* a free tag marks free blocks */
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     hz_span_t *cur = h->cur[c], *spare = h->spare[c];
-    if (spare != NULL && spare != cur && spare->used == 0 && spare->carved != 0) span_uncarve(spare);
+    if (spare != NULL && spare != cur && hz_span_used(spare) == 0 && spare->carved != 0) span_uncarve(spare);
     if (!blocks || hz_class_size(c) <= hz_os_page_size) continue;
     for (hz_span_t *s = h->lists[c]; s != NULL; s = s->next)
       if (s != cur && s != spare) span_purge_free_blocks_racy(s);
