@@ -205,13 +205,11 @@ static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) 
 }
 
 /* Put the next few never-used blocks on the free list: touching a page at a
- * time keeps a fresh span's footprint small (a thread that allocates a few
- * blocks of many classes holds a page or so of each). Blocks over a page
- * touch a page each whatever the batch: 4 at a time, fewer refills. */
+ * time keeps a fresh span's footprint small. */
 static void span_carve(hz_span_t *s) {
   size_t bs = s->block_size;
   size_t n = s->capacity - s->carved, want = hz_os_page_size / bs;
-  if (want == 0) want = 4;
+  if (want < 4) want = 4;
   if (n > want) n = want;
   uintptr_t first = s->start + s->carved * bs;
   hz_block_t *next = s->free;
