@@ -592,7 +592,9 @@ __attribute__((no_sanitize("thread"))) static uint64_t heap_activity(const hz_he
 __attribute__((no_sanitize("thread"))) static void span_purge_free_blocks_racy(hz_span_t *s) {
   hz_block_t *b = __atomic_load_n(&s->free, __ATOMIC_RELAXED);
   for (uint32_t n = 0; b != NULL && n < s->capacity; n++) {
-    if (hz_span_refuses(s, (uintptr_t)b) || !hz_block_is_free(b)) break;
+    /* (the tag read here, not through hz_block_is_free, which
+     * ThreadSanitizer would instrument once inlined) */
+    if (hz_span_refuses(s, (uintptr_t)b) || __atomic_load_n(&b->tag, __ATOMIC_RELAXED) != hz_block_tag(b)) break;
     block_purge_pages(b, s->block_size);
     b = __atomic_load_n(&b->next, __ATOMIC_RELAXED);
   }
