@@ -161,8 +161,14 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
 #endif
     if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
     if (hz_unlikely(hz_span_push(s, b))) {
+      bool large = s->kind == HZ_SPAN_LARGE;
       hz_heap_free_slow(h, s);
-      hz_purge_poll();
+      /* Only a large block's free may start the purge thread: glibc frees
+       * small blocks (a joined thread's TLS vector) holding the lock that
+       * pthread_create takes, and starting it there deadlocked (200 threads
+       * joined: 5 hangs in 5). Memory that small frees leave waiting is
+       * seen at the next malloc slow path. */
+      if (large) hz_purge_poll();
     }
     return;
   }

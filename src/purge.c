@@ -7,7 +7,9 @@
  * started from a safe point (hz_purge_poll in alloc.c's slow paths, after
  * the work is done): pthread_create allocates the new thread's TLS, so it
  * must never run with an allocator lock held or a heap half changed, and a
- * nested malloc from inside it finds the thread already starting. errno is
+ * nested malloc from inside it finds the thread already starting. Nor from
+ * the free of a small block: glibc frees a joined thread's TLS vector while
+ * it holds the lock pthread_create takes (tests/threads/join). errno is
  * kept: this runs inside malloc and free.
  *
  * The thread wakes every purge delay and returns what has waited long

@@ -125,6 +125,7 @@ if [ $mode = glibc ]; then
   g threads/fork 180 "$B/threads/fork"
   g threads/churn 120 "$B/threads/churn"
   g threads/lastexit 60 "$B/threads/lastexit"
+  g threads/join 60 "$B/threads/join"
   g init/ctor 60 "$B/init/ctor"
   g init/dlopen 60 "$B/init/dlopen"
   g init/fork_stdio 120 "$B/init/fork_stdio"
@@ -170,6 +171,7 @@ else
   h() { t "$1" "$2" "$lib" hakozuna "${@:3}"; }
   h threads/churn 120 "$B/threads/churn"
   h threads/lastexit 60 "$B/threads/lastexit"
+  h threads/join 60 "$B/threads/join"
   h init/ctor 60 "$B/init/ctor"
   h init/dlopen 60 "$B/init/dlopen"
   # Issue 10's hangs: each runs its rounds in children with a watchdog.
