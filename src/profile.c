@@ -54,6 +54,7 @@ typedef struct hz_prof_rec_s {
   double n, b;                /* blocks and bytes this sample stands for */
   const void *addr;           /* huge blocks only */
   struct hz_prof_rec_s *next; /* huge list or free records */
+  uint32_t gen;               /* prof_gen when recorded */
 } hz_prof_rec_t;
 
 _Atomic long hz_profile_huge_live;
@@ -67,8 +68,9 @@ static _Atomic uint32_t prof_thread_seq;
 static uintptr_t prof_self_lo, prof_self_hi; /* our code, when a shared object */
 static _Atomic int prof_self_known;
 /* A thread lost in a fork may have held the lock halfway through an update:
- * the child then keeps no profile (its tables may be torn). */
-static bool prof_torn;
+ * the child then starts its tables afresh (the old ones may be torn) and
+ * forgets the records made before: their generation is not prof_gen. */
+static uint32_t prof_gen;
 
 static __thread int prof_busy;       /* inside the profiler: don't sample */
 static __thread uint64_t prof_rng;
@@ -241,7 +243,7 @@ static void *prof_sample_alloc(size_t n, size_t align, double p, bool *zeroed) {
   } else {
     q = hz_huge_alloc(n, align, zeroed);
   }
-  if (q != NULL && !prof_torn) {
+  if (q != NULL) {
     hz_lock(&prof_lock);
     hz_prof_stack_t *st = prof_stack(pc, depth);
     hz_prof_rec_t *r = prof_recs_free;
@@ -249,6 +251,7 @@ static void *prof_sample_alloc(size_t n, size_t align, double p, bool *zeroed) {
     else r = prof_meta(sizeof *r);
     if (st != NULL && r != NULL) {
       r->stack = st;
+      r->gen = prof_gen;
       r->n = 1 / p;
       r->b = (double)n / p;
       st->alloc_n += r->n;
@@ -322,12 +325,11 @@ void hz_profile_free(hz_span_t *s) {
   hz_lock(&prof_lock);
   hz_prof_rec_t *r = s->sample;
   s->sample = NULL;
-  if (r != NULL && !prof_torn) prof_unrecord(r);
+  if (r != NULL && r->gen == prof_gen) prof_unrecord(r);
   hz_unlock(&prof_lock);
 }
 
 void hz_profile_huge_free(const void *p) {
-  if (prof_torn) return;
   hz_lock(&prof_lock);
   for (hz_prof_rec_t **link = &prof_huge; *link; link = &(*link)->next) {
     hz_prof_rec_t *r = *link;
@@ -350,7 +352,7 @@ static hz_prof_site_t *prof_snapshot(size_t *count) {
     hz_prof_site_t *sites = hz_malloc(room * sizeof *sites);
     if (sites == NULL) return NULL;
     hz_lock(&prof_lock);
-    size_t n = prof_torn ? 0 : prof_nstacks, i = 0;
+    size_t n = prof_nstacks, i = 0;
     if (n <= room)
       for (hz_prof_stack_t *st = prof_stacks; st && i < n; st = st->next_all, i++)
         sites[i] = (hz_prof_site_t){st->pc, st->depth, st->alloc_n, st->alloc_b, st->live_n, st->live_b, st->live_s};
@@ -393,7 +395,15 @@ static char prof_start_dir[4096];
 static int prof_leak_fd = -1;
 
 static void prof_fork_child(void) {
-  if (hz_lock_lost_in_fork(&prof_lock)) prof_torn = true;
+  if (!hz_lock_lost_in_fork(&prof_lock)) return;
+  /* (the old tables' memory is left to the parent's copy) */
+  prof_gen++;
+  memset(prof_buckets, 0, sizeof prof_buckets);
+  prof_stacks = NULL;
+  prof_nstacks = 0;
+  prof_recs_free = prof_huge = NULL;
+  prof_bump = prof_bump_end = NULL;
+  atomic_store_explicit(&hz_profile_huge_live, 0, memory_order_relaxed);
 }
 
 __attribute__((constructor)) static void hz_profile_ctor(void) {
