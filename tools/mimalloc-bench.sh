@@ -14,12 +14,76 @@
 #     NAME=   (empty path) runs without preload: the system allocator
 #   RUNS=3 PROCS=2 ROWS="cfrac espresso ..." OUT=dir (raw results and logs)
 #   TIMEOUT=600 seconds per command; a crash or timeout shows as "fail".
-# Needs /usr/bin/time (GNU time), bc-free; gs, ruby and z3 for their rows.
+#   tools/mimalloc-bench.sh --table RAW   prints the table of an earlier
+#             run's OUT/raw.tsv (a run cut short included) and exits.
+# Needs GNU time (/usr/bin/time) and python3; gs, ruby and z3 for their rows.
 # Time is elapsed seconds, or as mimalloc-bench computes it from the
 # program's own output (larson, rptest, xmalloc-test, glibc-thread, redis);
 # peak RSS is GNU time's maximum resident set size (for redis: the server's).
 set -u
-[ $# -ge 2 ] || { sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+table() { # raw.tsv NAME... -> markdown
+python3 - "$@" <<'EOF'
+import math, statistics, sys
+raw, names = sys.argv[1], sys.argv[2:]
+data, rows = {}, []
+for line in open(raw):
+    if line.startswith('#'):
+        continue
+    row, name, _, t, m = line.rstrip('\n').split('\t')
+    if row not in rows:
+        rows.append(row)
+    d = data.setdefault((row, name), ([], [], [0]))
+    if t == 'fail':
+        d[2][0] += 1
+    else:
+        d[0].append(float(t)); d[1].append(int(m) / 1024)
+def med(row, name, k):
+    d = data.get((row, name))
+    return statistics.median(d[k]) if d and d[k] else None
+best = {}
+for row in rows:
+    for k in (0, 1):
+        v = [med(row, n, k) for n in names if med(row, n, k) is not None]
+        best[row, k] = min(v) if v else None
+full = [r for r in rows if all(med(r, n, 0) for n in names)]
+def geo(name, k):
+    return math.exp(sum(math.log(med(r, name, k) / best[r, k]) for r in full) / len(full))
+order = sorted(names, key=lambda n: geo(n, 0)) if full else names
+print(f"Geomean over {len(full)} rows of (median / best median in the row); lower is better.\n")
+print("| allocator | time | peak RSS |")
+print("|---|---|---|")
+gt = min(geo(n, 0) for n in names) if full else 0
+gm = min(geo(n, 1) for n in names) if full else 0
+for n in order:
+    t, m = geo(n, 0), geo(n, 1)
+    ts = f"**{t:.3f}**" if t == gt else f"{t:.3f}"
+    ms = f"**{m:.3f}**" if m == gm else f"{m:.3f}"
+    print(f"| {n} | {ts} | {ms} |")
+print("\nPer row: median time / best, median peak RSS / best (best = 1.00, in bold); "
+      "the best absolute figures in the first columns.\n")
+print("| row | best s | best MiB | " + " | ".join(order) + " |")
+print("|---|---|---|" + "---|" * len(order))
+for r in rows:
+    cells = []
+    for n in order:
+        t, m = med(r, n, 0), med(r, n, 1)
+        fails = data.get((r, n), ([], [], [0]))[2][0]
+        if t is None:
+            cells.append("fail")
+            continue
+        ts = f"{t / best[r, 0]:.2f}"; ms = f"{m / best[r, 1]:.2f}"
+        if t == best[r, 0]: ts = f"**{ts}**"
+        if m == best[r, 1]: ms = f"**{ms}**"
+        cells.append(f"{ts} / {ms}" + (f" ({fails} fail)" if fails else ""))
+    bt, bm = best[r, 0], best[r, 1]
+    print(f"| {r} | {bt:.3f} | {bm:.1f} | " + " | ".join(cells) + " |")
+EOF
+}
+if [ "${1:-}" = --table ] && [ $# -eq 2 ]; then
+  table "$2" $(sed -n 's/^# alloc \([^ ]*\) .*/\1/p' "$2")
+  exit
+fi
+[ $# -ge 2 ] || { sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 MB=$(cd "$1" && pwd) || exit 2
 shift
 RUNS=${RUNS:-3}
@@ -156,60 +220,5 @@ for r in $(seq 1 "$RUNS"); do
 done
 echo "# end: $(uptime)" | tee -a "$raw" >&2
 
-python3 - "$raw" "${names[@]}" <<'EOF'
-import math, statistics, sys
-raw, names = sys.argv[1], sys.argv[2:]
-data, rows = {}, []
-for line in open(raw):
-    if line.startswith('#'):
-        continue
-    row, name, _, t, m = line.rstrip('\n').split('\t')
-    if row not in rows:
-        rows.append(row)
-    d = data.setdefault((row, name), ([], [], [0]))
-    if t == 'fail':
-        d[2][0] += 1
-    else:
-        d[0].append(float(t)); d[1].append(int(m) / 1024)
-def med(row, name, k):
-    d = data.get((row, name))
-    return statistics.median(d[k]) if d and d[k] else None
-best = {}
-for row in rows:
-    for k in (0, 1):
-        v = [med(row, n, k) for n in names if med(row, n, k) is not None]
-        best[row, k] = min(v) if v else None
-full = [r for r in rows if all(med(r, n, 0) for n in names)]
-def geo(name, k):
-    return math.exp(sum(math.log(med(r, name, k) / best[r, k]) for r in full) / len(full))
-order = sorted(names, key=lambda n: geo(n, 0)) if full else names
-print(f"Geomean over {len(full)} rows of (median / best median in the row); lower is better.\n")
-print("| allocator | time | peak RSS |")
-print("|---|---|---|")
-gt = min(geo(n, 0) for n in names) if full else 0
-gm = min(geo(n, 1) for n in names) if full else 0
-for n in order:
-    t, m = geo(n, 0), geo(n, 1)
-    ts = f"**{t:.3f}**" if t == gt else f"{t:.3f}"
-    ms = f"**{m:.3f}**" if m == gm else f"{m:.3f}"
-    print(f"| {n} | {ts} | {ms} |")
-print("\nPer row: median time / best, median peak RSS / best (best = 1.00, in bold); "
-      "the best absolute figures in the first columns.\n")
-print("| row | best s | best MiB | " + " | ".join(order) + " |")
-print("|---|---|---|" + "---|" * len(order))
-for r in rows:
-    cells = []
-    for n in order:
-        t, m = med(r, n, 0), med(r, n, 1)
-        fails = data.get((r, n), ([], [], [0]))[2][0]
-        if t is None:
-            cells.append("fail")
-            continue
-        ts = f"{t / best[r, 0]:.2f}"; ms = f"{m / best[r, 1]:.2f}"
-        if t == best[r, 0]: ts = f"**{ts}**"
-        if m == best[r, 1]: ms = f"**{ms}**"
-        cells.append(f"{ts} / {ms}" + (f" ({fails} fail)" if fails else ""))
-    bt, bm = best[r, 0], best[r, 1]
-    print(f"| {r} | {bt:.3f} | {bm:.1f} | " + " | ".join(cells) + " |")
-EOF
+table "$raw" "${names[@]}"
 echo "raw results: $raw" >&2
