@@ -161,10 +161,14 @@ typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
 struct hz_heap_s;
 
 /* 128 bytes, aligned: neighbouring descriptors in a segment header belong to
- * spans of different threads, and must not share cache lines. */
+ * spans of different threads, and must not share cache lines. Within one,
+ * the first line holds what every thread's free reads, the second what the
+ * owner writes on every malloc and free: a remote free reading the first
+ * line does not take the second from the owner's cache, nor the owner's
+ * next malloc take it back (docs/perf.md §21). */
 typedef struct __attribute__((aligned(128))) hz_span_s {
-  /* Fast-path fields first: one cache line covers malloc and free. */
-  hz_block_t *free;             /* free blocks, malloc pops, free pushes (owner only) */
+  /* Read by frees on any thread; written when the span is set up, carved,
+   * cached or retired. */
   struct hz_heap_s *heap;       /* owner; NULL while the span is free */
   uintptr_t start;              /* address of the first block */
   uint64_t recip;               /* floor(2^64 / block_size) + 1: block-start test */
@@ -173,20 +177,21 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
    * accessed relaxed-atomically (a plain load on x86-64 and arm64). */
   uint64_t limit;
   uint32_t block_size;
-  int32_t uses;                 /* blocks handed out and not yet back, encoded (hz_span_used) */
   uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
   uint8_t kind;                 /* hz_span_kind_t */
-  uint8_t unlisted;             /* full: not in its heap's class list */
   uint8_t zeroed;               /* never-handed-out memory is known zero */
-  uint8_t pinned;               /* the current span of its class: used has +1 */
   uint16_t slice_count;
   uint16_t slice_index;
-  /* Slow-path fields. */
+  struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
+  uint64_t cached_at;           /* ms, while in a heap's span cache */
+  /* The owner's: malloc pops and free pushes. */
+  hz_block_t *free __attribute__((aligned(64))); /* free blocks (owner only) */
+  int32_t uses;                 /* blocks handed out and not yet back, encoded (hz_span_used) */
+  uint8_t unlisted;             /* full: not in its heap's class list */
+  uint8_t pinned;               /* the current span of its class: used has +1 */
   uint32_t capacity;            /* blocks that fit */
   uint32_t carved;              /* blocks put on free lists so far */
   struct hz_span_s *next, *prev; /* class list or cache list */
-  uint64_t cached_at;           /* ms, while in a heap's span cache */
-  struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
 } hz_span_t;
 _Static_assert(sizeof(hz_span_t) == 128, "span descriptors are two cache lines");
 
