@@ -297,11 +297,12 @@ static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
 #define HZ_OUTBOX 8
 #define HZ_QUARANTINE 1024      /* checked build: freed small blocks held back */
 #define HZ_QUARANTINE_LARGE 16  /* checked build: freed large spans held back */
+#define HZ_OUTBOX_BATCH 32
 typedef struct hz_outbox_s {
   struct hz_heap_s *owner;
-  hz_block_t *head, *tail;
-  uint32_t count;
-  uint32_t bytes;
+  uint32_t count, bytes;
+  uint32_t carrier, carrier_size; /* the largest block so far (remote.c) */
+  hz_block_t *blocks[HZ_OUTBOX_BATCH];
 } hz_outbox_t;
 
 /* Frees of small blocks are not counted on the fast path: stats derive them
