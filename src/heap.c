@@ -738,7 +738,7 @@ void hz_heap_abandon(hz_heap_t *h) {
 
 static void heap_key_destructor(void *arg) {
   hz_heap_t *h = arg;
-  if (h == NULL || h != hz_tls_heap) return;
+  if (h == NULL || h != hz_tls_heap || hz_os_process_ending()) return;
   hz_tls_heap = &hz_heap_dead;
   hz_heap_abandon(h);
 }

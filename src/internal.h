@@ -424,6 +424,9 @@ int hz_os_pid(void);
 int hz_os_open_report(const char *path); /* -1 on failure */
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
+/* The process is ending and other threads may have been stopped holding
+ * locks (Windows' ExitProcess): thread-exit work must not wait for them. */
+bool hz_os_process_ending(void);
 void hz_os_yield(void);
 bool hz_os_membarrier(void); /* a barrier on every thread of the process; false if unsupported */
 bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *));

@@ -237,6 +237,9 @@ bool hz_os_membarrier(void) {
  * None of these may be called with an allocator lock held (ARCHITECTURE.md,
  * the lock rule): pthread_create allocates the new thread's TLS, and glibc
  * may allocate in pthread_setspecific and pthread_atfork. */
+/* exit() leaves the other threads running until the process ends. */
+bool hz_os_process_ending(void) { return false; }
+
 bool hz_os_thread_key(pthread_key_t *key, void (*destructor)(void *)) {
   int errno_saved = errno;
   int rc = pthread_key_create(key, destructor);

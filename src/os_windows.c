@@ -36,10 +36,16 @@ __attribute__((section(".tls$HZ"), used)) bool hz_init_running_win; /* init.c's 
  * (whose FLS callback may wait for an allocator lock) can hold. */
 typedef HRESULT(WINAPI *set_description_t)(HANDLE, PCWSTR);
 static set_description_t os_set_description;
+/* True once the process is ending: ExitProcess has ended every other thread
+ * wherever it was -- the purge thread maybe holding an allocator lock --
+ * before the exiting thread's FLS callbacks run. */
+typedef BOOLEAN(NTAPI *shutdown_t)(void);
+static shutdown_t os_shutdown_in_progress;
 
 void hz_os_init(void) {
-  HMODULE k32 = GetModuleHandleW(L"kernel32.dll");
+  HMODULE k32 = GetModuleHandleW(L"kernel32.dll"), ntdll = GetModuleHandleW(L"ntdll.dll");
   if (k32) os_set_description = (set_description_t)(void (*)(void))GetProcAddress(k32, "SetThreadDescription");
+  if (ntdll) os_shutdown_in_progress = (shutdown_t)(void (*)(void))GetProcAddress(ntdll, "RtlDllShutdownInProgress");
   SYSTEM_INFO si;
   GetSystemInfo(&si);
   if (si.dwPageSize) hz_os_page_size = si.dwPageSize;
@@ -199,6 +205,8 @@ bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *)) {
 }
 
 void hz_os_thread_key_set(hz_thread_key_t key, void *value) { FlsSetValue(key, value); }
+
+bool hz_os_process_ending(void) { return os_shutdown_in_progress != NULL && os_shutdown_in_progress(); }
 
 /* No fork on Windows. */
 void hz_os_atfork_child(void (*child)(void)) { (void)child; }
