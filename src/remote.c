@@ -45,12 +45,14 @@ static void outbox_send(hz_outbox_t *o) {
     last = &c->block;
     first = (hz_block_t *)((uintptr_t)c | 1);
   } else {
-    for (uint32_t i = 0; i + 1 < n; i++) {
-      o->blocks[i]->next = hz_next_encode(o->blocks[i], o->blocks[i + 1]);
+    /* newest first, as when blocks were pushed on a list one by one: the
+     * other order made xmalloc-test (blocks of up to 64 bytes) 4-15% slower */
+    for (uint32_t i = n - 1; i > 0; i--) {
+      o->blocks[i]->next = hz_next_encode(o->blocks[i], o->blocks[i - 1]);
       hz_block_retag(o->blocks[i]);
     }
-    first = o->blocks[0];
-    last = o->blocks[n - 1];
+    first = o->blocks[n - 1];
+    last = o->blocks[0];
   }
   hz_block_t *old = atomic_load_explicit(&owner->inbox, memory_order_relaxed);
   do {
