@@ -84,7 +84,7 @@ static inline void *alloc(size_t n) {
   if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
 #endif
   /* (the table's sizes first: one compare on the commonest path) */
-  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) return alloc_class(hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4], n);
+  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) return alloc_class(hz_class_table[n + HZ_CANARY_SIZE], n);
   if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE))
     return alloc_class(hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7], n);
   return alloc_big(n, 0, false);
@@ -146,7 +146,7 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
 static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
   uintptr_t a = (uintptr_t)p;
   hz_block_t *b = p;
-  if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || hz_block_is_free(b))) {
+  if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || hz_block_is_free(s, b))) {
     hz_check_span_ptr(p, fn);
     return;
   }
@@ -159,7 +159,7 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
       return;
     }
 #endif
-    if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
+    if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
     if (hz_unlikely(hz_span_push(s, b))) {
       bool large = s->kind == HZ_SPAN_LARGE;
       hz_heap_free_slow(h, s);
@@ -180,11 +180,16 @@ static inline bool in_spans(uintptr_t a) {
 }
 
 static inline void dealloc(void *p, const char *fn) {
-  if (hz_unlikely(!in_spans((uintptr_t)p))) {
+  uintptr_t a = (uintptr_t)p, i = a >> HZ_SEG_SHIFT;
+  if (hz_unlikely(i >= HZ_SEGMAP_LEN || hz_segmap_at(i) != HZ_MAP_SPANS)) {
     free_rare(p, fn);
     return;
   }
-  dealloc_in(p, hz_span_of(p), fn);
+  /* The segment from the map's index: one shift where the compiler would
+   * copy and mask the pointer (the empty asm keeps it from doing so). */
+  __asm__("" : "+r"(i));
+  hz_segment_t *seg = (hz_segment_t *)(i << HZ_SEG_SHIFT);
+  dealloc_in(p, seg->slice_span[(a >> HZ_SLICE_SHIFT) & (HZ_SLICES - 1)], fn);
 }
 
 /* Usable bytes of a block, after checking the pointer is a live block. */

@@ -127,7 +127,7 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
     hz_misuse_interior(p, (void *)(s->start + off / s->block_size * s->block_size), s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }
-  if (!HZ_NOCHECK && hz_block_is_free(p)) {
+  if (!HZ_NOCHECK && hz_block_is_free(s, p)) {
     hz_misuse_double(p, s->block_size - HZ_CANARY_SIZE, fn);
     return NULL;
   }
@@ -168,7 +168,7 @@ void hz_checked_on_alloc(hz_block_t *b, size_t bs, size_t request) {
 }
 
 void hz_checked_link(const hz_block_t *b, size_t bs) {
-  if (!hz_block_is_free(b))
+  if (!hz_block_is_free(NULL, b))
     hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; its first 16 bytes, the "
              "free-list link, changed)", (const void *)b, bs - HZ_CANARY_SIZE);
 }

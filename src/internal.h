@@ -97,8 +97,8 @@
 /* Sizes beyond this can never be satisfied (and catch negative ints). */
 #define HZ_MAX_REQUEST (((size_t)1 << 62))
 
-/* Classes of sizes up to 1 KiB by (n + 15) / 16. */
-extern const uint8_t hz_class_table[1024 / 16 + 1];
+/* Classes of sizes up to 1 KiB, by size. */
+extern const uint8_t hz_class_table[1024 + 1];
 
 static inline uint32_t hz_class_of_slow(size_t n) {
   if (n <= 128) return n ? (uint32_t)((n - 1) >> 4) : 0;
@@ -111,7 +111,7 @@ static inline uint32_t hz_class_of_slow(size_t n) {
 extern const uint8_t hz_class_table_medium[HZ_SMALL_MAX / 128 + 1];
 
 static inline uint32_t hz_class_of(size_t n) {
-  return n <= 1024 ? hz_class_table[(n + 15) >> 4] : hz_class_table_medium[(n + 127) >> 7];
+  return n <= 1024 ? hz_class_table[n] : hz_class_table_medium[(n + 127) >> 7];
 }
 
 static inline size_t hz_class_size(uint32_t c) {
@@ -121,16 +121,15 @@ static inline size_t hz_class_size(uint32_t c) {
 }
 
 /* ---- Blocks ----
- * A free block holds the next pointer and a tag (key ^ address) that marks it
- * free: a second free finds the tag and reports a double free. */
+ * A free block holds the next pointer and a tag that marks it free: a
+ * second free finds the tag and reports a double free. */
 typedef struct hz_block_s {
   struct hz_block_s *next;
   uintptr_t tag;
 } hz_block_t;
 
 extern uintptr_t hz_key; /* random per process, never 0 */
-
-static inline uintptr_t hz_free_tag(const void *b) { return hz_key ^ (uintptr_t)b; }
+struct hz_span_s;
 
 #if HZ_CHECKED
 /* The checked build hides free-list pointers from heap overflows, and its
@@ -141,19 +140,29 @@ static inline hz_block_t *hz_next_encode(const hz_block_t *b, hz_block_t *next) 
   return (hz_block_t *)((uintptr_t)next ^ (hz_key * 0x9e3779b97f4a7c15ull) ^ (uintptr_t)b);
 }
 #define hz_next_decode hz_next_encode
-static inline uintptr_t hz_block_tag(const hz_block_t *b) {
-  return hz_free_tag(b) ^ (uintptr_t)b->next * 0xff51afd7ed558ccdull;
+static inline uintptr_t hz_block_tag(const struct hz_span_s *s, const hz_block_t *b) {
+  (void)s;
+  return (hz_key ^ (uintptr_t)b) ^ (uintptr_t)b->next * 0xff51afd7ed558ccdull;
 }
 /* Sets the tag after the link changed. */
-static inline void hz_block_retag(hz_block_t *b) { b->tag = hz_block_tag(b); }
+static inline void hz_block_retag(hz_block_t *b) { b->tag = hz_block_tag(NULL, b); }
 #else
 #define hz_next_encode(b, n) (n)
 #define hz_next_decode(b, n) (n)
-static inline uintptr_t hz_block_tag(const hz_block_t *b) { return hz_free_tag(b); }
+/* The tag is the address of the block's span descriptor, which free holds
+ * in a register already: one compare, where a random key cost a load and a
+ * xor more (docs/perf.md §22). Descriptors are never handed out, so a live
+ * block holds that value only if the program copied it out of a freed one. */
+static inline uintptr_t hz_block_tag(const struct hz_span_s *s, const hz_block_t *b) {
+  (void)b;
+  return (uintptr_t)s;
+}
 static inline void hz_block_retag(hz_block_t *b) { (void)b; }
 #endif
 /* A block's tag says it is free (a double free, or a use of a freed block). */
-static inline bool hz_block_is_free(const hz_block_t *b) { return b->tag == hz_block_tag(b); }
+static inline bool hz_block_is_free(const struct hz_span_s *s, const hz_block_t *b) {
+  return b->tag == hz_block_tag(s, b);
+}
 
 /* ---- Spans ---- */
 typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;

@@ -303,8 +303,8 @@ void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
   /* b goes back to its span (the current one of its class: it stays
    * pinned), and is not counted as a small malloc */
   h->n.malloc[c]--;
-  if (!HZ_NOCHECK) b->tag = hz_free_tag(b);
   hz_span_t *s = hz_span_of(b);
+  if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
   if (hz_span_push(s, b)) hz_heap_free_slow(h, s);
   return q;
 }

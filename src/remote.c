@@ -89,7 +89,7 @@ _Atomic int64_t hz_remote_orphan_large_bytes;
  * from the blocks its spans still hold. */
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   hz_heap_t *owner = s->heap;
-  b->tag = hz_free_tag(b);
+  b->tag = hz_block_tag(s, b);
   if (h == &hz_heap_empty) h = hz_heap_get(); /* a thread that only frees */
   if (h == NULL || h == &hz_heap_empty || !h->live) {
     /* the thread is exiting or out of memory: hand the block over alone */
