@@ -9,15 +9,47 @@
  * IDLE1 and IDLE2 seconds of idling (default 1 and 5, counted from the end of
  * the frees), and after malloc_trim(0) where the allocator has one (looked up
  * with dlsym, so it works on any allocator; null where the object that serves
- * malloc has none). */
+ * malloc has none). live_pages_mb: the pages that hold a byte of a live block
+ * where this allocator placed them -- what no allocator that keeps this
+ * layout can go below (the program's own pages, rss_start_mb, come on top). */
 #include "bench.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <unistd.h>
 
 static double mib(size_t bytes)
 {
     return (double)bytes / (1024.0 * 1024.0);
+}
+
+static int by_first_page(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Bytes of the pages that hold a byte of one of the blocks. Ranges are
+ * sorted by their first page and merged, so shared pages count once. */
+static size_t pages_holding(const slot_t *blk, size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 0;
+    uintptr_t *r = xmalloc(sizeof *r * 2 * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        r[2 * i] = (uintptr_t)blk[i].p / page;
+        r[2 * i + 1] = ((uintptr_t)blk[i].p + blk[i].n - 1) / page;
+    }
+    qsort(r, n, 2 * sizeof *r, by_first_page);
+    uintptr_t end = 0; /* one past the last page counted */
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t first = r[2 * i] > end ? r[2 * i] : end, last = r[2 * i + 1];
+        if (last >= first) {
+            pages += last - first + 1;
+            end = last + 1;
+        }
+    }
+    free(r);
+    return pages * page;
 }
 
 int main(int argc, char **argv)
@@ -71,6 +103,7 @@ int main(int argc, char **argv)
     double t_freed = now_sec();
     double free_secs = t_freed - t0;
     size_t rss_after = rss_bytes();
+    size_t live_pages = pages_holding(blk + n_free, n - n_free);
     sleep_sec(idle1 - (now_sec() - t_freed));
     size_t rss_idle1 = rss_bytes();
     sleep_sec(idle2 - (now_sec() - t_freed));
@@ -105,6 +138,7 @@ int main(int argc, char **argv)
     res_f64("build_secs", build_secs);
     res_f64("free_secs", free_secs);
     res_f64("live_mb", mib(live));
+    res_f64("live_pages_mb", mib(live_pages));
     res_f64("rss_start_mb", mib(rss_start));
     res_f64("rss_peak_mb", mib(rss_peak));
     res_f64("rss_after_free_mb", mib(rss_after));

@@ -273,7 +273,8 @@ BENCHES = [
            Metric("rss_after_free_mb", "after free MiB", fmt="{:.1f}"),
            Metric("rss_idle1_mb", "idle1 MiB", fmt="{:.1f}"),
            Metric("rss_trim_mb", "after trim MiB", fmt="{:.1f}"),
-           Metric("live_mb", "live MiB", fmt="{:.1f}")], mem_return_cases),
+           Metric("live_mb", "live MiB", fmt="{:.1f}"),
+           Metric("live_pages_mb", "live pages MiB", fmt="{:.1f}")], mem_return_cases),
     Bench("thread_flood", "thread flood",
           "100 or 1000 threads released at once by a barrier, each allocating and writing "
           "1000 blocks of 16-4096 bytes, then freeing them. Op: a malloc or a free.",

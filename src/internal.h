@@ -201,6 +201,11 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   uint32_t capacity;            /* blocks that fit */
   uint32_t carved;              /* blocks put on free lists so far */
   struct hz_span_s *next, *prev; /* class list or cache list */
+  /* Pages the idle trim returned (bit i: the span's i-th page); the free
+   * blocks that start in them are off the list until the owner's next
+   * refill from this span puts them back (heap.c, span_trim_pages). */
+  uint64_t trimmed;
+  hz_block_t *trim_head;        /* purge thread: the list head at its last trim (no free since, no new trim) */
 } hz_span_t;
 _Static_assert(sizeof(hz_span_t) == 128, "span descriptors are two cache lines");
 
@@ -346,6 +351,7 @@ typedef struct hz_heap_s {
   _Atomic int cache_lock;               /* owner's slow paths and the purge thread */
   _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
   uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
+  bool trim_again;                      /* purge thread: its last trim found blocks freed since the one before */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
@@ -493,7 +499,7 @@ void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
-bool hz_heaps_trim_idle(void);
+bool hz_heaps_trim_idle(bool *again);
 #if HZ_CHECKED
 void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
 #endif

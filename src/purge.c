@@ -38,8 +38,8 @@ static void *purge_thread_main(void *arg) {
     hz_heaps_trim_caches();
     /* Heaps are trimmed once idle for a whole delay: when nothing else is
      * left, one more look if some owner was active at this one. */
-    bool active = hz_heaps_trim_idle() && !looked_again;
-    bool left = hz_arena_dirty() || huge_left || hz_heaps_cache_left();
+    bool again = false, active = hz_heaps_trim_idle(&again) && !looked_again;
+    bool left = hz_arena_dirty() || huge_left || hz_heaps_cache_left() || again;
     looked_again = !left && active;
     if (delay > 0 && (left || active)) continue;
     /* Memory that began to wait after the checks above was left to us by

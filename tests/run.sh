@@ -194,6 +194,7 @@ else
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
   t heap/blockstart 60 - glibc "$B/heap/blockstart"
   t heap/idle_trim 60 - hakozuna "$B/heap/idle_trim"
+  t heap/trim_race 60 - hakozuna "$B/heap/trim_race"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"

@@ -1,15 +1,20 @@
 // SPDX-License-Identifier: MIT
 /* tests/heap/idle_trim.c: a thread that frees and then idles gets the pages
  * its spans hold for nothing back without another call: those inside free
- * 16 KiB blocks of spans that still hold a live block, and all of a class's
- * spare empty span. Only the purge thread can do it, while the owner makes
+ * 16 KiB blocks of spans that still hold a live block, the pages that hold
+ * only free 176-byte blocks (blocks straddle pages) in spans that still hold
+ * two live ones, and all of a class's spare empty span. Only the purge thread can do it, while the owner makes
  * no call (issue 11, target 5c); hakozuna used to keep them until the owner
  * called malloc_trim or exited. The pages are watched with mincore, with no
  * allocator call meanwhile (a malloc would count as activity); a 64 KiB
  * free puts a span in the thread's cache, which starts the purge thread.
  * Then everything is used again: the blocks kept intact, the freed ones
- * reusable. Linked with hakozuna: it counts on its geometry (16 KiB blocks
- * page-aligned, 8 to a span; 1 KiB blocks, 32 to a 32 KiB span). */
+ * reusable, and mallocs of the freed 176-byte blocks' count get exactly
+ * those blocks back (the trim takes them off their lists; the refill that
+ * finds a list empty puts them back: a block lost would come from a new
+ * span instead, one put back twice would come twice). Linked with
+ * hakozuna: it counts on its geometry (16 KiB blocks page-aligned, 8 to a
+ * span; 1 KiB blocks, 32 to a 32 KiB span; 176-byte ones, 186). */
 #include "check.h"
 #include "testutil.h"
 
@@ -22,8 +27,16 @@
 #define SMALL 1000  /* class 1024 */
 #define NSMALL 40   /* one full span and 8 blocks of the next */
 #define SPAN 32768
+#define MID 170   /* class 176 */
+#define MID_SIZE 176
+#define MID_PER 186 /* blocks to a 32 KiB span */
+#define NMID (4 * MID_PER) /* three spans to trim and the current one */
+/* The blocks kept live in each span: pages 0 and 4 (of 8) hold one; the last
+ * one freed heads the list, so page 7 stays too (the owner's next free
+ * links to it). Pages 1-3 and 5-6 hold only free blocks. */
+#define MID_LIVE(j) ((j) == 0 || (j) == 100)
 
-static char *big[NBIG], *small[NSMALL];
+static char *big[NBIG], *small[NSMALL], *mid[NMID], *again[NMID];
 
 /* Resident pages of [p, p + n) (page-aligned p). */
 static size_t resident(const void *p, size_t n) {
@@ -40,7 +53,13 @@ static size_t held(void) {
   size_t ps = tu_page_size(), n = 0;
   for (int i = 0; i < NBIG; i++)
     if (i % 8 != 0 && i < 64) n += resident(big[i] + ps, 16384 - ps);
+  for (int k = 0; k < 3; k++) n += resident(mid[k * MID_PER] + ps, 3 * ps) + resident(mid[k * MID_PER] + 5 * ps, 2 * ps);
   return n + resident(small[0], SPAN);
+}
+
+static int by_address(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (char *const *)a, y = (uintptr_t) * (char *const *)b;
+  return x < y ? -1 : x > y;
 }
 
 TEST_MAIN() {
@@ -61,6 +80,16 @@ TEST_MAIN() {
          "the first 32 1 KiB blocks fill one span (%p, %p)", (void *)small[0], (void *)small[31]);
   for (int i = 0; i < NBIG; i++)
     CHECKF((uintptr_t)big[i] % 16384 == 0, "16 KiB blocks are page-aligned (%p)", (void *)big[i]);
+  for (int i = 0; i < NMID; i++) {
+    mid[i] = malloc(MID);
+    if (CHECK(mid[i])) tu_fill(mid[i], MID, 4000 + (uint64_t)i);
+  }
+  for (int i = 0; i < NMID; i++) {
+    char *first = mid[i - i % MID_PER];
+    CHECKF((uintptr_t)first % SPAN == 0 && mid[i] == first + (i % MID_PER) * MID_SIZE,
+           "176-byte blocks fill spans in order (%p: block %d of the span at %p)", (void *)mid[i], i % MID_PER,
+           (void *)first);
+  }
   if (check_failed()) return 1;
   void *large = malloc(65536);
   CHECK(large != NULL);
@@ -71,9 +100,11 @@ TEST_MAIN() {
   for (int i = 0; i < 64; i++)
     if (i % 8 != 0) free(big[i]);
   for (int i = 0; i < 32; i++) free(small[i]);
+  for (int i = 0; i < NMID; i++)
+    if (!MID_LIVE(i % MID_PER)) free(mid[i]);
   free(large);
   size_t before = held();
-  CHECKF(before >= 8 * 7 * 3, "%zu pages held right after the frees", before);
+  CHECKF(before >= 8 * 7 * 3 + 3 * 5, "%zu pages held right after the frees", before);
 
   /* No allocator call from here until the pages are back. */
   double give_up = tu_now() + 10;
@@ -84,6 +115,30 @@ TEST_MAIN() {
   for (int i = 0; i < NBIG; i++)
     if (i % 8 == 0 || i == 64) CHECK(tu_verify(big[i], BIG, (uint64_t)i) == 0);
   for (int i = 32; i < NSMALL; i++) CHECK(tu_verify(small[i], SMALL, 1000 + (uint64_t)i) == 0);
+  for (int i = 0; i < NMID; i++)
+    if (MID_LIVE(i % MID_PER)) CHECK(tu_verify(mid[i], MID, 4000 + (uint64_t)i) == 0);
+  /* As many mallocs as frees: exactly the freed blocks. */
+  size_t nfreed = 0;
+  for (int i = 0; i < NMID; i++)
+    if (!MID_LIVE(i % MID_PER)) mid[nfreed++] = mid[i];
+  for (size_t i = 0; i < nfreed; i++) {
+    again[i] = malloc(MID);
+    if (CHECK(again[i])) tu_fill(again[i], MID, 5000 + (uint64_t)i);
+  }
+  qsort(mid, nfreed, sizeof *mid, by_address);
+  char **sorted = malloc(nfreed * sizeof *sorted);
+  if (CHECK(sorted != NULL)) {
+    memcpy(sorted, again, nfreed * sizeof *sorted);
+    qsort(sorted, nfreed, sizeof *sorted, by_address);
+    size_t differ = 0;
+    for (size_t i = 0; i < nfreed; i++) differ += sorted[i] != mid[i];
+    CHECKF(differ == 0, "%zu of %zu mallocs did not return a freed 176-byte block", differ, nfreed);
+    free(sorted);
+  }
+  for (size_t i = 0; i < nfreed; i++) {
+    CHECK(tu_verify(again[i], MID, 5000 + (uint64_t)i) == 0);
+    free(again[i]);
+  }
   for (int i = 0; i < 64; i++) {
     if (i % 8 == 0) continue;
     big[i] = malloc(BIG);
