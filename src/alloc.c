@@ -84,7 +84,7 @@ static inline void *alloc(size_t n) {
   if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
 #endif
   /* (the table's sizes first: one compare on the commonest path) */
-  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) return alloc_class(hz_class_table[n + HZ_CANARY_SIZE], n);
+  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) return alloc_class(hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4], n);
   if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE))
     return alloc_class(hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7], n);
   return alloc_big(n, 0, false);

@@ -29,21 +29,11 @@ static hz_thread_key_t hz_heap_key;
 static _Atomic bool hz_heap_key_ready;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
-/* hz_class_of_slow(n) for every n up to 1 KiB: malloc's commonest sizes
- * find their class with one load, no add and shift (1 KiB of table; a 65-entry
- * one by (n + 15) / 16 cost two instructions a malloc, docs/perf.md §22).
- * Constant, so that a thread's very first malloc, before hz_init, already
- * picks the right class (hz_heap_init verifies it). */
-#define R16(c) c, c, c, c, c, c, c, c, c, c, c, c, c, c, c, c
-const uint8_t hz_class_table[1024 + 1] = {
-    0,
-    R16(0), R16(1), R16(2), R16(3), R16(4), R16(5), R16(6), R16(7), R16(8), R16(9), R16(10), R16(11),
-    R16(12), R16(13), R16(14), R16(15), R16(16), R16(16), R16(17), R16(17), R16(18), R16(18), R16(19),
-    R16(19), R16(20), R16(20), R16(21), R16(21), R16(22), R16(22), R16(23), R16(23), R16(24), R16(24),
-    R16(24), R16(24), R16(25), R16(25), R16(25), R16(25), R16(26), R16(26), R16(26), R16(26), R16(27),
-    R16(27), R16(27), R16(27), R16(28), R16(28), R16(28), R16(28), R16(29), R16(29), R16(29), R16(29),
-    R16(30), R16(30), R16(30), R16(30), R16(31), R16(31), R16(31), R16(31)};
-#undef R16
+/* hz_class_of_slow(16 * i), constant so that a thread's very first malloc,
+ * before hz_init, already picks the right class (hz_heap_init verifies it).
+ * (A table by byte, indexed by the size itself, saved malloc an add and a
+ * shift but made glibc-simple 13% slower: docs/perf.md §22.) */
+const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31, 31};
 /* hz_class_of_slow(128 * i): above 1 KiB every class boundary is a multiple
  * of 128, so this finds the class of 1025..32768 bytes with one load
  * (constant for the same reason as the table above; verified likewise). */
@@ -79,8 +69,8 @@ void hz_heap_page_size_init(void) {
 
 /* Start-up (init.c): class geometry. */
 void hz_heap_init(void) {
-  for (size_t i = 0; i <= 1024; i++)
-    if (hz_class_table[i] != hz_class_of_slow(i)) hz_fatal("internal error: class table entry %zu", i);
+  for (size_t i = 0; i <= 1024 / 16; i++)
+    if (hz_class_table[i] != hz_class_of_slow(i * 16)) hz_fatal("internal error: class table entry %zu", i);
   for (size_t i = 0; i <= HZ_SMALL_MAX / 128; i++)
     if (hz_class_table_medium[i] != hz_class_of_slow(i * 128)) hz_fatal("internal error: medium class table entry %zu", i);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {

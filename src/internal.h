@@ -97,8 +97,8 @@
 /* Sizes beyond this can never be satisfied (and catch negative ints). */
 #define HZ_MAX_REQUEST (((size_t)1 << 62))
 
-/* Classes of sizes up to 1 KiB, by size. */
-extern const uint8_t hz_class_table[1024 + 1];
+/* Classes of sizes up to 1 KiB by (n + 15) / 16. */
+extern const uint8_t hz_class_table[1024 / 16 + 1];
 
 static inline uint32_t hz_class_of_slow(size_t n) {
   if (n <= 128) return n ? (uint32_t)((n - 1) >> 4) : 0;
@@ -111,7 +111,7 @@ static inline uint32_t hz_class_of_slow(size_t n) {
 extern const uint8_t hz_class_table_medium[HZ_SMALL_MAX / 128 + 1];
 
 static inline uint32_t hz_class_of(size_t n) {
-  return n <= 1024 ? hz_class_table[n] : hz_class_table_medium[(n + 127) >> 7];
+  return n <= 1024 ? hz_class_table[(n + 15) >> 4] : hz_class_table_medium[(n + 127) >> 7];
 }
 
 static inline size_t hz_class_size(uint32_t c) {
