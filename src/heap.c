@@ -713,7 +713,11 @@ __attribute__((no_sanitize("thread"))) static bool trim_spans(hz_heap_t *h, uint
     if (*s != NULL) break;
   }
   if (n == 0 || !hz_os_membarrier()) return false;
-  for (size_t i = 0; i < n; i++) *freed |= span_trim_pages(snap[i].span, snap[i].head);
+  for (size_t i = 0; i < n; i++) {
+    /* (an owner that woke up and waits stops the trim: it goes on at the next idle look) */
+    if (atomic_load_explicit(&h->trim, memory_order_relaxed) & HZ_TRIM_WANTED) return false;
+    *freed |= span_trim_pages(snap[i].span, snap[i].head);
+  }
   return *c < HZ_NCLASS;
 }
 
@@ -785,10 +789,12 @@ bool hz_heaps_trim_idle(bool *again) {
  * time after a trim: wait for the trim to end; the purge thread may trim the
  * heap again when it next goes idle. */
 hz_cold void hz_heap_trim_wait(hz_heap_t *h) {
-  uint32_t t;
+  uint32_t t = atomic_load_explicit(&h->trim, memory_order_acquire);
+  if (t & HZ_TRIM_CLAIMED) atomic_fetch_or_explicit(&h->trim, HZ_TRIM_WANTED, memory_order_relaxed);
   for (unsigned spins = 0; (t = atomic_load_explicit(&h->trim, memory_order_acquire)) & HZ_TRIM_CLAIMED; spins++)
     if (spins >= 64) hz_os_yield();
-  if (t & HZ_TRIM_DONE) atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_DONE, memory_order_relaxed);
+  if (t & (HZ_TRIM_DONE | HZ_TRIM_WANTED))
+    atomic_fetch_and_explicit(&h->trim, ~(uint32_t)(HZ_TRIM_DONE | HZ_TRIM_WANTED), memory_order_relaxed);
 }
 
 /* Whether some heap still caches spans (the purge thread keeps running).

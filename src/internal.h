@@ -521,7 +521,7 @@ void hz_heap_page_size_init(void);
  * then a barrier on every thread (hz_os_membarrier) lets it see whether the
  * owner is inside a slow path, and an owner entering one sees the claim and
  * waits; so the owner pays a load here, and no fence. */
-enum { HZ_TRIM_CLAIMED = 1, HZ_TRIM_DONE = 2 };
+enum { HZ_TRIM_CLAIMED = 1, HZ_TRIM_DONE = 2, HZ_TRIM_WANTED = 4 /* the owner waits: stop soon */ };
 void hz_heap_trim_wait(hz_heap_t *h);
 /* (busy is a plain counter; ThreadSanitizer, which knows neither the fences
  * nor membarrier, is shown the same order with atomic stores.) */
