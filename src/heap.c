@@ -610,6 +610,9 @@ static void block_purge_pages(hz_block_t *b, size_t bs) {
 #define HZ_TRIM_BATCH 64
 #define HZ_TRIM_SPANS 128    /* spans read per barrier */
 #define HZ_TRIM_BLOCKS 4096  /* the most blocks of a span it looks at */
+/* A heap whose trim found new frees is trimmed again at each look until
+ * none came for this long (an owner still freeing may just be preempted). */
+#define HZ_TRIM_SETTLE_MS 1000
 
 /* Mallocs (counted down by the fast path), refills and large blocks: the
  * same figure a purge delay apart means the owner made no malloc meanwhile.
@@ -723,8 +726,8 @@ __attribute__((no_sanitize("thread"))) static bool trim_spans(hz_heap_t *h, uint
 
 /* True if blocks were freed since the last trim: the owner may be freeing
  * more (without a malloc, so still idle), and the heap is trimmed again at
- * the next look. Spans whose list head has not moved since their last trim
- * are skipped. */
+ * the next looks (HZ_TRIM_SETTLE_MS). Spans whose list head has not moved
+ * since their last trim are skipped. */
 static bool heap_trim(hz_heap_t *h) {
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     hz_span_t *cur = h->cur[c], *spare = h->spare[c];
@@ -741,13 +744,17 @@ static bool heap_trim(hz_heap_t *h) {
   return freed;
 }
 
+static bool trim_settling(const hz_heap_t *h) {
+  return h->trim_freed_at != 0 && hz_os_now_ms() - h->trim_freed_at < HZ_TRIM_SETTLE_MS;
+}
+
 static bool trim_batch(hz_heap_t **claimed, size_t n, bool *again) {
   bool left = false, barrier = n != 0 && hz_os_membarrier();
   for (size_t i = 0; i < n; i++) {
     hz_heap_t *h = claimed[i];
     if (barrier && __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE) == 0) {
-      h->trim_again = heap_trim(h);
-      *again |= h->trim_again;
+      if (heap_trim(h)) h->trim_freed_at = hz_os_now_ms();
+      *again |= trim_settling(h);
       atomic_store_explicit(&h->trim, HZ_TRIM_DONE, memory_order_release);
     } else {
       atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_CLAIMED, memory_order_release);
@@ -759,15 +766,16 @@ static bool trim_batch(hz_heap_t **claimed, size_t n, bool *again) {
 
 /* One look at every live heap; true when some owner was active since the
  * last look (the purge thread looks once more, a delay later). *again: a
- * heap trimmed at this look had blocks freed since its last trim, and is
- * looked at again while its owner stays idle (it may be freeing more). */
+ * heap trimmed at this look had blocks freed since one of its trims in the
+ * last HZ_TRIM_SETTLE_MS, and is looked at again while its owner stays idle
+ * (it may be freeing more). */
 bool hz_heaps_trim_idle(bool *again) {
   hz_heap_t *claimed[HZ_TRIM_BATCH];
   size_t n = 0;
   bool left = false;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     uint32_t t = atomic_load_explicit(&h->trim, memory_order_relaxed);
-    if ((t & HZ_TRIM_CLAIMED) || ((t & HZ_TRIM_DONE) && !h->trim_again)) continue;
+    if ((t & HZ_TRIM_CLAIMED) || ((t & HZ_TRIM_DONE) && !trim_settling(h))) continue;
     uint64_t a = heap_activity(h);
     if (a == 0) continue;
     if (a != h->trim_activity) {

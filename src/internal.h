@@ -351,7 +351,7 @@ typedef struct hz_heap_s {
   _Atomic int cache_lock;               /* owner's slow paths and the purge thread */
   _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
   uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
-  bool trim_again;                      /* purge thread: its last trim found blocks freed since the one before */
+  uint64_t trim_freed_at;               /* purge thread: ms of its last trim that found blocks freed since the one before */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
