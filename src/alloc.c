@@ -193,7 +193,7 @@ static inline void dealloc(void *p, const char *fn) {
 }
 
 /* Usable bytes of a block, after checking the pointer is a live block. */
-static size_t usable(const void *p, const char *fn) {
+static hz_noinline size_t usable_rare(const void *p, const char *fn) {
   if (p == NULL) return 0;
   uint8_t m = hz_segmap_get(p);
   if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL) return hz_huge_usable(p, fn);
@@ -205,6 +205,18 @@ static size_t usable(const void *p, const char *fn) {
 #endif
   hz_span_t *s = hz_check_span_ptr(p, fn); /* reports a bad pointer */
   return s ? s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD) : 0;
+}
+
+/* Free's tests inline: ruby (and others that account for their memory)
+ * call malloc_usable_size on every malloc and free. */
+static inline size_t usable(const void *p, const char *fn) {
+  uintptr_t a = (uintptr_t)p;
+  if (hz_likely(in_spans(a))) {
+    hz_span_t *s = hz_span_of(p);
+    if (hz_likely(!hz_span_refuses(s, a) && (HZ_NOCHECK || !hz_block_is_free(s, p))))
+      return s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD);
+  }
+  return usable_rare(p, fn);
 }
 
 /* ---- the hz_ API ---- */
@@ -245,9 +257,18 @@ HZ_EXPORT void *hz_realloc(void *p, size_t n) {
     dealloc(p, "realloc");
     return NULL;
   }
-  if (n <= old && n >= old / 2) return p;
-  if (n > old && old > HZ_SMALL_MAX - HZ_CANARY_SIZE && n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && hz_large_grow(p, n))
-    return p;
+  /* Large and huge blocks resize in place when they can: their usable size
+   * follows the request (what programs count as their memory, e.g. redis's
+   * used_memory from malloc_usable_size), and a huge block's freed tail goes
+   * back to the OS. */
+  bool big = old > HZ_SMALL_MAX - HZ_CANARY_SIZE, shrinks = n <= old && n >= old / 2;
+  if (big && (n > old || old - n >= hz_os_page_size) && (shrinks || n > old)) {
+    uint8_t m = hz_segmap_get(p);
+    if (m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL ? hz_huge_resize(p, n, "realloc")
+        : n > HZ_SMALL_MAX - HZ_CANARY_SIZE && n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && hz_large_resize(p, n))
+      return p;
+  }
+  if (shrinks) return p;
   /* A block that grows is likely to grow again (strings, vectors): move it
    * to a block with a quarter more room, so the next appends stay in place.
    * Only where that is cheap: below the huge sizes, which are mapped. */
@@ -361,7 +382,8 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
   if (n > HZ_MAX_REQUEST) return n;
   page_size(); /* the large and huge sizes need the page size */
   if (!goes_huge(n, 0)) return hz_large_block_size(n) - HZ_LARGE_GUARD;
-  return ((n + 64 + hz_huge_guard() + HZ_SEG_MASK) & ~HZ_SEG_MASK) - 64 - hz_huge_guard();
+  size_t ps = hz_os_page_size;
+  return ((n + 64 + hz_huge_guard() + ps - 1) & ~(ps - 1)) - 64 - hz_huge_guard();
 }
 
 /* Windows overrides less, and differently: override_windows.c. */

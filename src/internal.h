@@ -553,10 +553,11 @@ bool hz_remote_drain(hz_heap_t *h);
 /* ---- large.c ---- */
 size_t hz_large_block_size(size_t size);
 void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed);
-bool hz_large_grow(void *p, size_t size);
+bool hz_large_resize(void *p, size_t size);
 void *hz_huge_alloc(size_t size, size_t align, bool *zeroed);
 void hz_huge_free(void *p, const char *fn);
 size_t hz_huge_usable(const void *p, const char *fn);
+bool hz_huge_resize(void *p, size_t size, const char *fn);
 bool hz_huge_purge(bool force); /* true while cached blocks remain */
 void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes);
 uint64_t hz_huge_allocated_bytes(void);

@@ -54,9 +54,10 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   return b;
 }
 
-/* realloc: a large block grows into the unused rest of its span. Not in the
- * checked build, whose guard would have to move. */
-bool hz_large_grow(void *p, size_t size) {
+/* realloc: a large block grows into the unused rest of its span, or shrinks
+ * where it is (its usable size follows). Not in the checked build, whose
+ * guard would have to move. */
+bool hz_large_resize(void *p, size_t size) {
   if (HZ_CHECKED || hz_segmap_get(p) != HZ_MAP_SPANS) return false;
   hz_span_t *s = hz_span_of(p);
   if (s->kind != HZ_SPAN_LARGE || size > (size_t)s->slice_count * HZ_SLICE_SIZE) return false;
@@ -72,8 +73,10 @@ bool hz_large_grow(void *p, size_t size) {
 typedef struct hz_huge_s {
   uintptr_t magic;   /* hz_key ^ address: this really is a huge header */
   size_t map_size;   /* multiple of the segment size */
-  size_t used_size;  /* what this block was sized for: a reused mapping may be
-                        larger, but the usable size stays what hz_good_size says */
+  size_t used_size;  /* offset + block + guard, a whole number of pages: the
+                        usable size is what hz_good_size says, not the mapping's
+                        (memory accounting that reads malloc_usable_size -- ruby's
+                        GC, redis's used_memory -- would count 4 MiB steps) */
   size_t offset;     /* block = base + offset */
   size_t base_align;
   bool cached;
@@ -131,8 +134,9 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t guard = hz_huge_guard();
-  size_t need = (offset + size + guard + HZ_SEG_MASK) & ~HZ_SEG_MASK;
+  size_t guard = hz_huge_guard(), ps = hz_os_page_size;
+  size_t used = (offset + size + guard + ps - 1) & ~(ps - 1);
+  size_t need = (used + HZ_SEG_MASK) & ~HZ_SEG_MASK;
   hz_lock(&hz_huge_lock);
   hz_huge_t *hh = cache_take(need, base_align);
   hz_unlock(&hz_huge_lock);
@@ -156,9 +160,9 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
     segmap_mark(hh, HZ_MAP_HUGE);
   }
   hh->offset = offset;
-  hh->used_size = need;
+  hh->used_size = used;
   hh->cached = false;
-  if (guard) hz_os_protect((char *)hh + need - guard, guard, false);
+  if (guard) hz_os_protect((char *)hh + used - guard, guard, false);
   hz_lock(&hz_huge_lock);
   hz_huge_allocs++;
   hz_huge_live += hh->map_size;
@@ -191,6 +195,25 @@ static hz_huge_t *huge_lookup(const void *p, const char *fn) {
 size_t hz_huge_usable(const void *p, const char *fn) {
   hz_huge_t *hh = huge_lookup(p, fn);
   return hh ? hh->used_size - hh->offset - hz_huge_guard() : 0;
+}
+
+/* realloc: a huge block grows into the rest of its mapping (never touched by
+ * this block, so it costs nothing until written), or shrinks where it is and
+ * gives back the pages it no longer uses. Not in the checked build, whose
+ * guard would have to move. */
+bool hz_huge_resize(void *p, size_t size, const char *fn) {
+  if (HZ_CHECKED) return false;
+  hz_lock(&hz_huge_lock);
+  hz_huge_t *hh = huge_lookup(p, fn);
+  size_t ps = hz_os_page_size, used = hh ? (hh->offset + size + ps - 1) & ~(ps - 1) : 0, before = 0;
+  bool fits = hh != NULL && size <= hh->map_size && used <= hh->map_size;
+  if (fits) {
+    before = hh->used_size;
+    hh->used_size = used;
+  }
+  hz_unlock(&hz_huge_lock);
+  if (fits && used < before) hz_os_purge((char *)hh + used, before - used);
+  return fits;
 }
 
 void hz_huge_free(void *p, const char *fn) {

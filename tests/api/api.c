@@ -809,7 +809,51 @@ static void test_waste(void) {
 #endif
   CHECK(tu_verify(r, 40000, 7) == 0);
   CHECKF(hz_usable_size(r) == hz_good_size(60000), "usable %zu after growing to 60000", hz_usable_size(r));
-  hz_free(r);
+  /* and shrinks in place, its usable size following */
+  char *r2 = hz_realloc(r, 40000);
+  if (!CHECK(r2)) return;
+  CHECKF(r2 == r, "realloc 60000 -> 40000 moved the block");
+#ifndef HZ_CHECKED_TEST
+  CHECKF(hz_usable_size(r2) == hz_good_size(40000), "usable %zu after shrinking to 40000", hz_usable_size(r2));
+#endif
+  CHECK(tu_verify(r2, 40000, 7) == 0);
+  hz_free(r2);
+
+  /* Huge blocks (mapped whole 4 MiB segments) are page-granular too: what
+   * malloc_usable_size says is what programs count as their memory (ruby's
+   * GC, redis's used_memory), so it may not be the mapping's size. */
+  size_t ps = (size_t)hz_option_get(HZ_OPTION_PAGE_SIZE), guard = 0;
+#ifdef HZ_CHECKED_TEST
+  guard = ps;
+#endif
+  for (size_t n = 2 * MiB + 1; n <= 40 * MiB; n += 3 * MiB + 12345) {
+    size_t g = hz_good_size(n);
+    CHECKF(g >= n && g - n < ps, "hz_good_size(%zu) = %zu, more than a page of %zu over", n, g, ps);
+    char *h = hz_malloc(n);
+    if (!CHECK(h)) return;
+    CHECKF(hz_usable_size(h) == g, "hz_usable_size(hz_malloc(%zu)) = %zu, hz_good_size = %zu", n, hz_usable_size(h), g);
+    /* grows in place into the rest of its mapping, keeping its content */
+    size_t top_of_map = (((uintptr_t)h + g + guard + 4 * MiB - 1) & ~(uintptr_t)(4 * MiB - 1)) - (uintptr_t)h - guard;
+    tu_fill(h, n, 9);
+    char *h2 = hz_realloc(h, top_of_map);
+    if (!CHECK(h2)) return;
+#ifndef HZ_CHECKED_TEST
+    CHECKF(h2 == h, "realloc of a huge block %zu -> %zu (its mapping's end) moved it", n, top_of_map);
+#endif
+    CHECK(tu_verify(h2, n, 9) == 0);
+    CHECKF(hz_usable_size(h2) >= top_of_map, "usable %zu after growing to %zu", hz_usable_size(h2), top_of_map);
+    memset(h2, 1, top_of_map); /* every byte is there */
+    /* shrinks in place to at least half, its usable size following */
+    char *h3 = hz_realloc(h2, top_of_map / 2 + 1);
+    if (!CHECK(h3)) return;
+    CHECKF(h3 == h2, "realloc of a huge block %zu -> %zu moved it", top_of_map, top_of_map / 2 + 1);
+#ifndef HZ_CHECKED_TEST
+    CHECKF(hz_usable_size(h3) >= top_of_map / 2 + 1 && hz_usable_size(h3) - (top_of_map / 2 + 1) < ps,
+           "usable %zu after shrinking to %zu", hz_usable_size(h3), top_of_map / 2 + 1);
+#endif
+    CHECK(h3[0] == 1 && h3[top_of_map / 4] == 1 && h3[top_of_map / 2] == 1);
+    hz_free(h3);
+  }
 }
 #endif
 
