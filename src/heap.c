@@ -154,7 +154,10 @@ static void list_listed(hz_span_t *s) {
   s->unlisted = 0;
 }
 
+static void class_used(hz_heap_t *h, uint32_t c) { h->classes[c / 64] |= (uint64_t)1 << (c % 64); }
+
 static void list_push(hz_heap_t *h, hz_span_t *s) {
+  class_used(h, s->cls);
   hz_span_t **head = &h->lists[s->cls];
   s->prev = NULL;
   s->next = *head;
@@ -165,6 +168,7 @@ static void list_push(hz_heap_t *h, hz_span_t *s) {
 }
 
 static void list_append(hz_heap_t *h, hz_span_t *s) {
+  class_used(h, s->cls);
   hz_span_t *tail = h->tails[s->cls];
   s->next = NULL;
   s->prev = tail;
@@ -409,6 +413,7 @@ static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
   hz_span_t *old = h->cur[c];
   h->cur[c] = s;
   if (s != &hz_span_empty) {
+    class_used(h, c);
     s->uses++;
     s->pinned = 1;
     if (h->spare[c] == s) h->spare[c] = NULL;
@@ -823,38 +828,45 @@ static void span_purge_free_blocks(hz_span_t *s) {
  * when forced, also the free pages inside partly used spans. Nothing here
  * may allocate (the purge thread is started by the layer above, after this
  * returns). */
+static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force) {
+  if (force) heap_set_cur(h, c, &hz_span_empty);
+  bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
+  /* Empty spans are unlinked during the walk and retired after it: the
+   * walk itself calls nothing but madvise, so nothing can change the list
+   * under it (a retire once started the purge thread from here, whose TLS
+   * allocation drained the inbox and retired the span the walk had saved
+   * as next: issue 10, case 3). */
+  hz_span_t *empty = NULL;
+  for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
+    next = s->next;
+    if (hz_span_used(s) == 0) {
+      if (h->spare[c] == s) h->spare[c] = NULL;
+      list_remove(h, s);
+      s->next = empty;
+      empty = s;
+    } else if (purge_blocks) {
+      span_purge_free_blocks(s);
+    }
+  }
+  while (empty != NULL) {
+    hz_span_t *s = empty;
+    empty = s->next;
+    s->next = NULL;
+    heap_retire_span(h, s, false);
+  }
+}
+
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   hz_heap_enter(h);
   if (force) quarantine_flush(h);
   hz_remote_flush(h);
   hz_remote_drain(h);
-  for (uint32_t c = 0; c < HZ_NCLASS; c++) {
-    if (force) heap_set_cur(h, c, &hz_span_empty);
-    bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
-    /* Empty spans are unlinked during the walk and retired after it: the
-     * walk itself calls nothing but madvise, so nothing can change the list
-     * under it (a retire once started the purge thread from here, whose TLS
-     * allocation drained the inbox and retired the span the walk had saved
-     * as next: issue 10, case 3). */
-    hz_span_t *empty = NULL;
-    for (hz_span_t *s = h->lists[c], *next; s != NULL; s = next) {
-      next = s->next;
-      if (hz_span_used(s) == 0) {
-        if (h->spare[c] == s) h->spare[c] = NULL;
-        list_remove(h, s);
-        s->next = empty;
-        empty = s;
-      } else if (purge_blocks) {
-        span_purge_free_blocks(s);
-      }
+  for (uint32_t w = 0; w < sizeof h->classes / sizeof h->classes[0]; w++)
+    for (uint64_t m = h->classes[w]; m != 0; m &= m - 1) {
+      uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(m);
+      heap_collect_class(h, c, force);
+      if (h->cur[c] == &hz_span_empty && h->lists[c] == NULL) h->classes[w] &= ~((uint64_t)1 << (c % 64));
     }
-    while (empty != NULL) {
-      hz_span_t *s = empty;
-      empty = s->next;
-      s->next = NULL;
-      heap_retire_span(h, s, false);
-    }
-  }
   heap_flush_cache(h, force || !may_cache);
   hz_heap_leave(h);
 }

@@ -343,6 +343,8 @@ typedef struct hz_heap_s {
   hz_span_t *lists[HZ_NCLASS];          /* spans with room, per class (heap.c: new at the head, */
   hz_span_t *tails[HZ_NCLASS];          /* relisted at the tail) */
   hz_span_t *spare[HZ_NCLASS];          /* one empty span kept listed per class */
+  uint64_t classes[(HZ_NCLASS + 63) / 64]; /* classes with a current or listed span: what
+                                           heap_collect walks (a thread's exit visited all 72) */
   _Atomic(hz_block_t *) inbox;          /* remote frees from other threads */
   hz_outbox_t outbox[HZ_OUTBOX];        /* our remote frees not yet sent */
   uint32_t outbox_used;                 /* outboxes holding blocks */

@@ -195,6 +195,7 @@ else
   t heap/blockstart 60 - glibc "$B/heap/blockstart"
   t heap/idle_trim 60 - hakozuna "$B/heap/idle_trim"
   t heap/trim_race 60 - hakozuna "$B/heap/trim_race"
+  t heap/exit_return 60 - hakozuna "$B/heap/exit_return"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
