@@ -196,9 +196,12 @@ static void realloc_done(rec_t *r, void *p, size_t n, const char *what) {
     return;
   }
   /* kept in place: same usable size, which must still be enough, or a
-   * large block grown into its span: then just what hz_good_size says */
-  size_t u = hz_usable_size(p);
-  EXPECT(u >= n && (u == r->usable || (n > r->usable && u == hz_good_size(n))),
+   * large or huge block resized where it is: then what hz_good_size says,
+   * or for a huge block (aligned ones start further into their mapping, and
+   * one shrunk below the huge sizes stays huge) the request rounded to a
+   * page from the block's start */
+  size_t u = hz_usable_size(p), ps = (size_t)hz_option_get(HZ_OPTION_PAGE_SIZE);
+  EXPECT(u >= n && (u == r->usable || u == hz_good_size(n) || u - n < ps),
          "%s(%zu -> %zu) in place: usable %zu, was %zu", what, r->req, n, u, r->usable);
   r->usable = u;
   r->req = n;
