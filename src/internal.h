@@ -438,7 +438,7 @@ void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
 __attribute__((noreturn)) void hz_os_abort(void); /* after a misuse report */
 int hz_os_pid(void);
-int hz_os_open_report(const char *path); /* -1 on failure */
+int hz_os_open_report(const char *path); /* -errno on failure (errno kept) */
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
 /* The process is ending and other threads may have been stopped holding

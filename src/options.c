@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -71,16 +72,23 @@ static bool hz_option_store_string(hz_option_t o, const char *v) {
 }
 
 static bool hz_option_parse(const hz_option_desc_t *d, const char *v, long *out) {
+  /* The words are numbers too, range-checked as any: "0" or "off" for an
+   * option whose least value is 4 is as invalid as "3" (ARENA_RESERVE=0
+   * once passed as 0 and crashed the first malloc). */
   static const struct { const char *word; long value; } words[] = {
-    {"1", 1}, {"yes", 1}, {"on", 1}, {"true", 1}, {"0", 0}, {"no", 0}, {"off", 0}, {"false", 0}};
+    {"yes", 1}, {"on", 1}, {"true", 1}, {"no", 0}, {"off", 0}, {"false", 0}};
+  long x = LONG_MIN;
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-    if (strcasecmp(v, words[i].word) == 0) { *out = words[i].value; return true; }
-  char *end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno != 0 || end == v) return false;
-  while (isspace((unsigned char)*end)) end++;
-  if (*end != 0 || x < d->min || x > d->max) return false;
+    if (strcasecmp(v, words[i].word) == 0) x = words[i].value;
+  if (x == LONG_MIN) {
+    char *end;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (errno != 0 || end == v) return false;
+    while (isspace((unsigned char)*end)) end++;
+    if (*end != 0) return false;
+  }
+  if (x < d->min || x > d->max) return false;
   *out = x;
   return true;
 }

@@ -184,6 +184,7 @@ int hz_os_open_report(const char *path) {
   int errno_saved = errno;
   int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 2;
   int kept = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 100) : -1;
+  if (kept < 0) kept = -errno;
   if (path && fd >= 0) close(fd);
   errno = errno_saved;
   count(&hz_os_stats.other_calls, 1);

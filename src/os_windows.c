@@ -164,6 +164,7 @@ int hz_os_pid(void) { return (int)GetCurrentProcessId(); }
 int hz_os_open_report(const char *path) {
   int errno_saved = errno;
   int fd = path ? _open(path, _O_WRONLY | _O_CREAT | _O_TRUNC | _O_NOINHERIT, _S_IREAD | _S_IWRITE) : _dup(2);
+  if (fd < 0) fd = -errno;
   errno = errno_saved;
   return fd;
 }

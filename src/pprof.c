@@ -403,7 +403,7 @@ static int pp_write_file(const char *path, const pp_buf_t *b) {
   if (b->oom) { errno = ENOMEM; return -1; }
   int fd = hz_os_open_report(path);
   if (fd < 0) {
-    errno = EIO; /* (hz_os_open_report keeps errno as it was) */
+    errno = -fd; /* why open failed (ENOENT, EACCES, ...) */
     return -1;
   }
   hz_os_write(fd, b->p, b->n);

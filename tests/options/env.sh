@@ -46,6 +46,20 @@ grep -qi purge_delay "$tmp/err" ||
 [ "$(grep -c . "$tmp/err")" -le 2 ] ||
   fail "HAKOZUNA_PURGE_DELAY=banana: warning is long: $(head -c 500 "$tmp/err")"
 
+# The boolean words are numbers, range-checked like any: 0/off/1/yes for an
+# option whose least value is 4 warn and keep the default (arena_reserve=0
+# once crashed the first malloc).
+default=$(get arena_reserve)
+for v in 0 off no 1 yes 3; do
+  out=$(get arena_reserve HAKOZUNA_ARENA_RESERVE=$v)
+  [ "$out" = "$default" ] ||
+    fail "HAKOZUNA_ARENA_RESERVE=$v: arena_reserve is '$out', want the default $default"
+  grep -qi arena_reserve "$tmp/err" ||
+    fail "HAKOZUNA_ARENA_RESERVE=$v: no warning naming arena_reserve: $(head -c 300 "$tmp/err")"
+done
+out=$(get mmap_threshold HAKOZUNA_MMAP_THRESHOLD=yes)
+[ "$out" != 1 ] || fail "HAKOZUNA_MMAP_THRESHOLD=yes: mmap_threshold is 1 (range starts at 32768)"
+
 # HAKOZUNA_STATS_FILE: the report goes to the file (%p: the pid), not to
 # stderr, also from a program that changes directory; an unwritable path warns
 # and the report goes to stderr.
