@@ -44,6 +44,7 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
 static hz_arena_t hz_arenas[HZ_ARENAS_MAX] = {[0 ... HZ_ARENAS_MAX - 1] = {.lock = HZ_LOCK_INIT}};
 static uint32_t hz_arena_count = 1;
 _Atomic int hz_purge_pending;
+_Atomic int hz_purge_running;
 
 void hz_arena_init(void) {
   unsigned cpus = hz_os_cpu_count();
@@ -240,6 +241,9 @@ void hz_arena_free_span(hz_span_t *s) {
   a->dirty_slices += s->slice_count;
   if (delay == 0) purge_locked(a, true);
   else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
+  if (delay > 0 && a->dirty_slices * HZ_SLICE_SIZE > HZ_PURGE_BUDGET &&
+      !atomic_load_explicit(&hz_purge_running, memory_order_relaxed))
+    purge_locked(a, true);
   bool waiting = a->dirty_slices != 0;
   hz_unlock(&a->lock);
   if (waiting) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);

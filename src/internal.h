@@ -477,6 +477,12 @@ void hz_arena_fork_child(void);
 /* Set when memory starts waiting for its purge delay; the purge layer starts
  * its thread at the next safe point (hz_purge_poll). */
 extern _Atomic int hz_purge_pending;
+/* Whether the purge thread runs (purge.c sets it). While it does not, a
+ * burst of frees purges what waits over HZ_PURGE_BUDGET itself: the thread
+ * ends when idle and a small free may not start it, so a program that
+ * frees a lot and then idles would otherwise keep it all. */
+extern _Atomic int hz_purge_running;
+#define HZ_PURGE_BUDGET ((size_t)16 << 20)
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]);
 /* Committed bytes of the segments that hold no live block, by where. */

@@ -9,8 +9,9 @@
  * must never run with an allocator lock held or a heap half changed, and a
  * nested malloc from inside it finds the thread already starting. Nor from
  * the free of a small block: glibc frees a joined thread's TLS vector while
- * it holds the lock pthread_create takes (tests/threads/join). errno is
- * kept: this runs inside malloc and free.
+ * it holds the lock pthread_create takes (tests/threads/join); while the
+ * thread is not running, such frees purge what waits over HZ_PURGE_BUDGET
+ * themselves (arena.c). errno is kept: this runs inside malloc and free.
  *
  * The thread wakes every purge delay and returns what has waited long
  * enough, then exits as soon as nothing is left to return. So a program
@@ -21,7 +22,7 @@
 #include "internal.h"
 
 enum { PURGE_IDLE, PURGE_RUNNING };
-static _Atomic int hz_purge_state;
+#define hz_purge_state hz_purge_running /* (arena.c reads it: HZ_PURGE_BUDGET) */
 static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
 
 static void *purge_thread_main(void *arg) {
