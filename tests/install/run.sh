@@ -168,6 +168,8 @@ for hz in $launchers; do
 		sh -c "'$hz' run --profile '$tmp/prof-%p.pb.gz' -- '$tmp/probe' && ls '$tmp'/prof-*.pb.gz '$tmp'/prof-*.txt"
 	check "$where: run --leaks: a sampled leak report on stderr" \
 		sh -c "'$hz' run --leaks -- '$tmp/probe' 2>&1 >/dev/null | grep -q 'SAMPLED leak report'"
+	check "$where: run of a missing command: status 127 and a message naming it" \
+		sh -c "'$hz' run -- /nonexistent/prog 2>'$tmp/nf.err'; [ \$? = 127 ] && grep -q 'command not found: /nonexistent/prog' '$tmp/nf.err'"
 	for bad in "run" "run --option novalue -- true" "run --option purg_delay=1 -- true" "run --bogus -- true" "frobnicate"; do
 		# shellcheck disable=SC2086 # split on purpose
 		check "$where: 'hakozuna $bad' is an error" sh -c "'$hz' $bad; [ \$? = 2 ]"
