@@ -107,6 +107,13 @@ void hz_os_purge(void *p, size_t size) {
   atomic_fetch_add_explicit(&hz_os_stats.bytes_returned, hi - lo, memory_order_relaxed);
 }
 
+/* No way to move pages between two placeholders' views without a section:
+ * callers fault them in instead. */
+int hz_os_move(void *from, void *to, size_t size) {
+  (void)from, (void)to, (void)size;
+  return -ENOSYS;
+}
+
 /* Large pages need a privilege most programs lack: nothing to advise. */
 void hz_os_advise_huge(void *p, size_t size, bool enable) { (void)p, (void)size, (void)enable; }
 

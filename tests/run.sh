@@ -197,6 +197,7 @@ else
   t heap/trim_race 60 - hakozuna "$B/heap/trim_race"
   t heap/exit_return 60 - hakozuna "$B/heap/exit_return"
   t purge/idle_free 60 - hakozuna "$B/purge/idle_free"
+  t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
