@@ -82,6 +82,7 @@ static inline void *alloc(size_t n) {
 #if HZ_CHECKED
   void *z;
   if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
+  if (n == 0) n = 1; /* slots ran out: an ordinary block, whose usable size (its request) is not 0 */
 #endif
   /* (the table's sizes first: one compare on the commonest path) */
   if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) return alloc_class(hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4], n);
@@ -102,6 +103,7 @@ static uint32_t small_class(size_t n, size_t align) {
 
 static hz_noinline void *alloc_aligned(size_t align, size_t n) {
   if (align <= 16) return alloc(n);
+  if (HZ_CHECKED && n == 0) n = 1; /* (as alloc's, when 0-byte slots run out) */
   uint32_t c = small_class(n, align);
   if (c < HZ_NCLASS) return alloc_class(c, n);
   return alloc_big(n, align, false);
@@ -129,7 +131,7 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
   }
 #if HZ_CHECKED
   if (s->kind == HZ_SPAN_SMALL) {
-    hz_checked_on_free(b, s->block_size);
+    hz_checked_on_free(s, b, fn);
     if (h != &hz_heap_empty && h->live) {
       hz_quarantine_put(h, b);
       return;
@@ -154,7 +156,7 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
   if (hz_likely(s->heap == h)) {
 #if HZ_CHECKED
     if (s->kind == HZ_SPAN_SMALL) {
-      hz_checked_on_free(b, s->block_size);
+      hz_checked_on_free(s, b, fn);
       hz_quarantine_put(h, b);
       return;
     }
@@ -192,6 +194,18 @@ static inline void dealloc(void *p, const char *fn) {
   dealloc_in(p, seg->slice_span[(a >> HZ_SLICE_SHIFT) & (HZ_SLICES - 1)], fn);
 }
 
+/* Usable bytes of a live block of s (the checked build: a small block's
+ * request, verifying the bytes after it). */
+static inline size_t span_usable(const hz_span_t *s, const void *p, const char *fn) {
+  if (s->kind != HZ_SPAN_SMALL) return s->block_size - HZ_LARGE_GUARD;
+#if HZ_CHECKED
+  return hz_checked_request(p, s->block_size, fn);
+#else
+  (void)p, (void)fn;
+  return s->block_size - HZ_CANARY_SIZE;
+#endif
+}
+
 /* Usable bytes of a block, after checking the pointer is a live block. */
 static hz_noinline size_t usable_rare(const void *p, const char *fn) {
   if (p == NULL) return 0;
@@ -204,7 +218,7 @@ static hz_noinline size_t usable_rare(const void *p, const char *fn) {
   }
 #endif
   hz_span_t *s = hz_check_span_ptr(p, fn); /* reports a bad pointer */
-  return s ? s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD) : 0;
+  return s ? span_usable(s, p, fn) : 0;
 }
 
 /* Free's tests inline: ruby (and others that account for their memory)
@@ -213,8 +227,7 @@ static inline size_t usable(const void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p;
   if (hz_likely(in_spans(a))) {
     hz_span_t *s = hz_span_of(p);
-    if (hz_likely(!hz_span_refuses(s, a) && (HZ_NOCHECK || !hz_block_is_free(s, p))))
-      return s->block_size - (s->kind == HZ_SPAN_SMALL ? HZ_CANARY_SIZE : HZ_LARGE_GUARD);
+    if (hz_likely(!hz_span_refuses(s, a) && (HZ_NOCHECK || !hz_block_is_free(s, p)))) return span_usable(s, p, fn);
   }
   return usable_rare(p, fn);
 }
@@ -268,6 +281,14 @@ HZ_EXPORT void *hz_realloc(void *p, size_t n) {
         : n > HZ_SMALL_MAX - HZ_CANARY_SIZE && n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && hz_large_resize(p, n))
       return p;
   }
+#if HZ_CHECKED
+  /* a small block keeps its place while it fits, its usable size following */
+  hz_span_t *s = big ? NULL : hz_span_of(p);
+  if (s != NULL && s->kind == HZ_SPAN_SMALL && (shrinks || n > old) && n <= s->block_size - HZ_CANARY_SIZE) {
+    hz_checked_stamp(p, s->block_size, n);
+    return p;
+  }
+#endif
   if (shrinks) return p;
   /* A block that grows is likely to grow again (strings, vectors): move it
    * to a block with a quarter more room, so the next appends stay in place.
@@ -324,8 +345,10 @@ void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
     want = goes_huge(n, align) ? n : SIZE_MAX;
   else if (m == HZ_MAP_ZERO)
     want = n == 0 ? 0 : SIZE_MAX;
-  else if (hz_span_of(p)->kind == HZ_SPAN_SMALL)
-    want = c < HZ_NCLASS ? hz_class_size(c) - HZ_CANARY_SIZE : SIZE_MAX;
+  else if (hz_span_of(p)->kind == HZ_SPAN_SMALL) { /* (the class decides: the checked build's usable size is the request) */
+    want = c < HZ_NCLASS ? hz_class_size(c) : SIZE_MAX;
+    have = hz_span_of(p)->block_size;
+  }
   else
     want = c >= HZ_NCLASS && !goes_huge(n, align) ? hz_large_block_size(n ? n : 1) - HZ_LARGE_GUARD : SIZE_MAX;
   bool huge = m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL;
@@ -378,7 +401,8 @@ HZ_EXPORT size_t hz_usable_size(const void *p) { return usable(p, "malloc_usable
 
 HZ_EXPORT size_t hz_good_size(size_t n) {
   if (HZ_CHECKED && n == 0) return 0; /* an inaccessible 0-byte block */
-  if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) return hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
+  if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) /* (checked: exactly the request, the rest watched) */
+    return HZ_CHECKED ? n : hz_class_size(hz_class_of(n + HZ_CANARY_SIZE)) - HZ_CANARY_SIZE;
   if (n > HZ_MAX_REQUEST) return n;
   page_size(); /* the large and huge sizes need the page size */
   if (!goes_huge(n, 0)) return hz_large_block_size(n) - HZ_LARGE_GUARD;

@@ -136,12 +136,17 @@ hz_span_t *hz_check_span_ptr(const void *p, const char *fn) {
 
 #if HZ_CHECKED
 /* Checked build: free blocks are filled with a pattern that malloc verifies
- * (a write after free shows), and each small block ends in a canary that
- * free verifies (an overflow shows). */
+ * (a write after free shows). A small block's usable size is its request,
+ * exactly: the bytes after it up to the block's last 8 (the redzone) hold
+ * a pattern, and the last 8 the request, both keyed by the block's address;
+ * free verifies them, so a write one byte past the request shows wherever
+ * the class's rounding left room (a canary at the block's end missed those:
+ * mimalloc-bench's security tests one_byte_overflow_medium and
+ * 32_byte_overflow_medium). */
 #define HZ_FREE_FILL 0xdf
 
-/* The canary's first byte is 0: a string that fills its block to the last
- * usable byte still ends there. */
+/* Its first byte is 0: a string that fills its block to the last usable
+ * byte still ends there. */
 static uintptr_t canary_of(const hz_block_t *b) {
   return (~(hz_key ^ (uintptr_t)b) * 0x9e3779b97f4a7c15ull) & ~(uintptr_t)0xff;
 }
@@ -159,12 +164,42 @@ void hz_checked_free_intact(const hz_block_t *b, size_t bs) {
   fill_intact(b, bs);
 }
 
+/* The redzone's byte at offset i from the request's end. */
+static inline unsigned char redzone_byte(uintptr_t canary, size_t i) { return (unsigned char)(canary >> (8 * (i & 7))); }
+
+/* A block's last 8 bytes, an aligned word, are written and read whole: a
+ * free of the next block reads them while another thread may free or
+ * resize this one (see hz_checked_on_free). */
+static inline uint64_t *last_word(const hz_block_t *b, size_t bs) { return (uint64_t *)((uintptr_t)b + bs - 8); }
+
+void hz_checked_stamp(hz_block_t *b, size_t bs, size_t request) {
+  unsigned char *q = (unsigned char *)b;
+  uintptr_t c = canary_of(b);
+  for (size_t i = request; i < bs - HZ_CANARY_SIZE; i++) q[i] = redzone_byte(c, i - request);
+  __atomic_store_n(last_word(b, bs), c ^ ((uint64_t)request << 8), __ATOMIC_RELAXED);
+}
+
+size_t hz_checked_request(const hz_block_t *b, size_t bs, const char *fn) {
+  const unsigned char *q = (const unsigned char *)b;
+  uintptr_t c = canary_of(b);
+  uint64_t t;
+  memcpy(&t, q + bs - HZ_CANARY_SIZE, sizeof t);
+  uint64_t x = t ^ c;
+  size_t request = (size_t)(x >> 8), room = bs - HZ_CANARY_SIZE;
+  if ((x & 0xff) != 0 || request > room)
+    hz_fatal("%s(): buffer overflow detected: a write past the end of the block %p reached its last 8 bytes "
+             "(the block has room for %zu)", fn, (const void *)b, room);
+  for (size_t i = request; i < room; i++)
+    if (q[i] != redzone_byte(c, i - request))
+      hz_fatal("%s(): buffer overflow detected: byte %zu after the end of the block %p (%zu bytes) was overwritten",
+               fn, i - request, (const void *)b, request);
+  return request;
+}
+
 /* (the link was verified before malloc followed it) */
 void hz_checked_on_alloc(hz_block_t *b, size_t bs, size_t request) {
   fill_intact(b, bs);
-  (void)request;
-  uintptr_t c = canary_of(b);
-  memcpy((char *)b + bs - HZ_CANARY_SIZE, &c, sizeof c);
+  hz_checked_stamp(b, bs, request);
 }
 
 void hz_checked_link(const hz_block_t *b, size_t bs) {
@@ -173,13 +208,28 @@ void hz_checked_link(const hz_block_t *b, size_t bs) {
              "free-list link, changed)", (const void *)b, bs - HZ_CANARY_SIZE);
 }
 
-void hz_checked_on_free(hz_block_t *b, size_t bs) {
-  uintptr_t c;
-  memcpy(&c, (char *)b + bs - HZ_CANARY_SIZE, sizeof c);
-  if (c != canary_of(b))
-    hz_fatal("free(): buffer overflow detected: the canary after the block %p (%zu bytes) was overwritten",
-             (void *)b, bs - HZ_CANARY_SIZE);
-  memset((char *)b + sizeof(hz_block_t), HZ_FREE_FILL, bs - sizeof(hz_block_t));
+/* A write before the block (an underflow) lands in the last word of the
+ * block before it, which is either its request record (in use) or fill
+ * (free; with 16-byte blocks, the free tag): free looks at it too. The
+ * first block has a guard block before it (heap.c, span_init_small). */
+static bool before_intact(const hz_span_t *s, const hz_block_t *b) {
+  size_t bs = s->block_size;
+  const hz_block_t *prev = (const hz_block_t *)((uintptr_t)b - bs);
+  uint64_t w = __atomic_load_n(last_word(prev, bs), __ATOMIC_RELAXED), x = w ^ canary_of(prev);
+  if ((x & 0xff) == 0 && (x >> 8) <= bs - HZ_CANARY_SIZE) return true;
+  if (bs > sizeof(hz_block_t)) return w == 0x0101010101010101ull * HZ_FREE_FILL;
+  return hz_block_is_free(s, prev);
+}
+
+void hz_checked_on_free(const hz_span_t *s, hz_block_t *b, const char *fn) {
+  size_t bs = s->block_size;
+  hz_checked_request(b, bs, fn);
+  if (!before_intact(s, b))
+    hz_fatal("%s(): buffer underflow detected: the 8 bytes before the block %p (%zu bytes) were overwritten", fn,
+             (const void *)b, hz_checked_request(b, bs, fn));
+  if (bs <= sizeof(hz_block_t)) return; /* all link and tag, which the list sets */
+  memset((char *)b + sizeof(hz_block_t), HZ_FREE_FILL, bs - sizeof(hz_block_t) - 8);
+  __atomic_store_n(last_word(b, bs), 0x0101010101010101ull * HZ_FREE_FILL, __ATOMIC_RELAXED);
 }
 
 /* 0-byte blocks: reading or writing one faults. Each is a 16-byte slot of one

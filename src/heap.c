@@ -194,6 +194,21 @@ static void class_blocks_add(hz_heap_t *h, uint32_t c, int64_t n) {
   if (now > h->n.span_blocks_peak[c]) h->n.span_blocks_peak[c] = now;
 }
 
+#if HZ_CHECKED
+/* Checked build: the first block's room is a guard. A write before the
+ * first block (an underflow) changes the guard's last word, which free
+ * verifies as it does the block before any other (check.c); it looks like
+ * a free block and is never handed out. Blocks stay aligned as their size
+ * is. (Retired spans start at their base again: heap_retire_span.) */
+static void span_guard(hz_span_t *s) {
+  hz_block_t *guard = (hz_block_t *)hz_span_base(s);
+  guard->next = hz_next_encode(guard, NULL);
+  guard->tag = hz_block_tag(s, guard);
+  memset(guard + 1, 0xdf, s->block_size - sizeof *guard);
+  s->start = (uintptr_t)guard + s->block_size;
+}
+#endif
+
 static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) { /* (a new span: rare; inlined, its size computation ran on every refill) */
   size_t bs = hz_class_size(c);
   s->kind = HZ_SPAN_SMALL;
@@ -201,7 +216,12 @@ static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) 
   s->heap = h;
   s->block_size = (uint32_t)bs;
   s->recip = hz_class_recip[c];
+#if HZ_CHECKED
+  span_guard(s);
+  s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs - 1);
+#else
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
+#endif
   s->carved = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
   s->unlisted = 1; /* (until list_push) */
@@ -273,7 +293,7 @@ static void span_protected(hz_span_t *s, bool inaccessible) {
     else was |= (atomic_fetch_and_explicit(&seg->protected_mask[w], ~bits, memory_order_relaxed) & bits) != 0;
     i += n;
   }
-  if (inaccessible || was) hz_os_protect((void *)s->start, s->slice_count * HZ_SLICE_SIZE, !inaccessible);
+  if (inaccessible || was) hz_os_protect((void *)hz_span_base(s), s->slice_count * HZ_SLICE_SIZE, !inaccessible);
 }
 
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
@@ -368,6 +388,7 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
+  if (HZ_CHECKED) s->start = hz_span_base(s); /* (a small span's started after its guard) */
   s->trimmed = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
   if (large && quarantine_large(h, s)) return;
@@ -698,7 +719,10 @@ static void span_uncarve(hz_span_t *s) {
   s->trimmed = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
   s->carved = 0;
-  hz_os_purge((void *)s->start, (size_t)s->slice_count * HZ_SLICE_SIZE);
+  hz_os_purge((void *)hz_span_base(s), (size_t)s->slice_count * HZ_SLICE_SIZE);
+#if HZ_CHECKED
+  span_guard(s); /* (purged with the rest) */
+#endif
 }
 
 typedef struct {

@@ -240,6 +240,10 @@ static inline uint8_t hz_segmap_at(uintptr_t i) { return hz_segmap[i]; }
 #endif
 static inline void hz_segmap_set(uintptr_t i, uint8_t v) { __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED); }
 
+/* The first byte of a span's slices (its descriptor lies in the same segment). */
+static inline uintptr_t hz_span_base(const hz_span_t *s) {
+  return ((uintptr_t)s & ~HZ_SEG_MASK) + (uintptr_t)s->slice_index * HZ_SLICE_SIZE;
+}
 static inline hz_segment_t *hz_segment_of(const void *p) {
   return (hz_segment_t *)((uintptr_t)p & ~HZ_SEG_MASK);
 }
@@ -621,7 +625,10 @@ void hz_checked_free_intact(const hz_block_t *b, size_t block_size); /* link and
 void *hz_zero_alloc(void);
 bool hz_zero_valid(const void *p, const char *fn); /* reports misuse when false */
 void hz_zero_free(void *p, const char *fn);
-void hz_checked_on_free(hz_block_t *b, size_t block_size);
+void hz_checked_on_free(const hz_span_t *s, hz_block_t *b, const char *fn); /* verifies, fills */
+/* A small block's usable size is its request, recorded after it. */
+void hz_checked_stamp(hz_block_t *b, size_t block_size, size_t request); /* after a resize in place */
+size_t hz_checked_request(const hz_block_t *b, size_t block_size, const char *fn); /* reports an overflow */
 #else
 #define HZ_LARGE_GUARD 0
 #define HZ_CANARY_SIZE 0

@@ -45,7 +45,7 @@ static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
 
 /* What the child reports and the message must show. */
 typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK,
-               EXPECT_SIZE, EXPECT_FREED, EXPECT_WAF } expect_t;
+               EXPECT_SIZE, EXPECT_FREED, EXPECT_WAF, EXPECT_OVERFLOW, EXPECT_UNDERFLOW } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -175,11 +175,13 @@ static void run_span_tail(const mcase_t *c) {
 }
 
 /* 1 KiB blocks are put on the free list four at a time: in a fresh span,
- * block 20 was never handed out. */
+ * block 20 was never handed out. (The checked build's spans start with a
+ * guard block.) */
 static void run_span_uncarved(const mcase_t *c) {
   char *p = NULL;
-  for (int i = 0; i < 200 && (p == NULL || ((uintptr_t)p & 32767) != 0); i++) p = malloc_fn(1000);
-  if (!p || ((uintptr_t)p & 32767) != 0) _exit(5);
+  uintptr_t first = strcmp(hz_target(), "hakozuna-checked") == 0 ? 1024 : 0;
+  for (int i = 0; i < 200 && (p == NULL || ((uintptr_t)p & 32767) != first); i++) p = malloc_fn(1000);
+  if (!p || ((uintptr_t)p & 32767) != first) _exit(5);
   char *q = p + 20 * 1024;
   report(q, NULL, 0);
   call(c->fn, q);
@@ -317,6 +319,41 @@ static void run_write_after_free(const mcase_t *c) {
   for (int i = 0; i < 100000; i++) free_fn(malloc_fn(40));
 }
 
+/* Checked build: a write one byte past the request shows at free whatever
+ * room the class's rounding left; also after realloc changed the request
+ * in place (shrunk, from 4 bytes more than the first block held). */
+static void overflow(size_t n, int shrunk) {
+  unsigned char *p = malloc_fn(n);
+  if (!p) _exit(5);
+  if (shrunk) {
+    unsigned char *q = realloc_fn(p, usable_fn(p) + 4);
+    if (!q || (p = realloc_fn(q, n)) == NULL) _exit(5);
+  }
+  if (usable_fn(p) != n) _exit(6); /* the usable size is the request */
+  memset(p, 0x41, n);
+  report(p, p, n);
+  ((volatile unsigned char *)p)[n] ^= 0x5a;
+  free_fn(p);
+}
+static void run_overflow(const mcase_t *c) { overflow(c->size, 0); }
+static void run_overflow_shrunk(const mcase_t *c) { overflow(c->size, 1); }
+
+/* Checked build: a write one byte before a block shows at its free, after
+ * a block in use, a freed one, or none (the first block of a span: sizes
+ * that no other allocation of the child used). */
+static void underflow(size_t n, int mode) {
+  unsigned char *a = malloc_fn(n), *p = malloc_fn(n);
+  if (!a || !p) _exit(5);
+  if (mode == 1) free_fn(a);
+  if (mode == 2) p = a;
+  report(p, p, n);
+  ((volatile unsigned char *)p)[-1] ^= 0x5a;
+  free_fn(p);
+}
+static void run_underflow_live(const mcase_t *c) { underflow(c->size, 0); }
+static void run_underflow_freed(const mcase_t *c) { underflow(c->size, 1); }
+static void run_underflow_first(const mcase_t *c) { underflow(c->size, 2); }
+
 static void run_free_sized(const mcase_t *c) {
   void (*free_sized)(void *, size_t) = LIB_FN(void (*)(void *, size_t), "hz_free_sized", hz_free_sized);
   if (!free_sized) _exit(7);
@@ -346,8 +383,18 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   size_t len = strlen(msg);
   CHECKF(len > 0 && msg[len - 1] == '\n' && strchr(msg, '\n') == msg + len - 1,
          "%s: stderr is not one line: \"%s\"", name, msg);
-  if (c->expect == EXPECT_ABORT || c->expect == EXPECT_WAF) {
+  uintptr_t v;
+  if (c->expect == EXPECT_ABORT || c->expect == EXPECT_WAF || c->expect == EXPECT_OVERFLOW ||
+      c->expect == EXPECT_UNDERFLOW) {
     CHECKF(strncmp(msg, "hakozuna: ", 10) == 0, "%s: stderr \"%s\"", name, msg);
+    if (c->expect == EXPECT_OVERFLOW)
+      CHECKF(strstr(msg, "free(): buffer overflow detected: ") != NULL && pointer_after(msg, " the block ", &v) &&
+                 v == passed,
+             "%s: stderr \"%s\", want a buffer overflow of the block %p", name, msg, (void *)passed);
+    if (c->expect == EXPECT_UNDERFLOW)
+      CHECKF(strstr(msg, "free(): buffer underflow detected: ") != NULL && pointer_after(msg, " the block ", &v) &&
+                 v == passed,
+             "%s: stderr \"%s\", want a buffer underflow of the block %p", name, msg, (void *)passed);
     if (c->expect == EXPECT_WAF) /* found by a later malloc */
       CHECKF(strstr(msg, "write after free detected in the free block ") != NULL,
              "%s: stderr \"%s\"", name, msg);
@@ -356,7 +403,6 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   if (!CHECKF(strncmp(msg, prefix, strlen(prefix)) == 0, "%s: stderr \"%s\" "
               "does not start with \"%s\"", name, msg, prefix))
     return;
-  uintptr_t v;
   if (c->expect == EXPECT_FREED) {
     CHECKF(pointer_after(msg, "use of the freed block ", &v) && v == passed,
            "%s: stderr \"%s\", want use of the freed block %p", name, msg, (void *)passed);
@@ -539,13 +585,33 @@ static int make_cases(mcase_t *out) {
     for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++)
       out[n++] = (mcase_t){"write after free at this byte of a 40-byte block", FN_FREE, EXPECT_WAF,
                            offsets[i], run_write_after_free};
+    /* requests 8 below their class's size (no room left: 8, 1016, 32760),
+     * or with room between the request and the block's end */
+    static const size_t requests[] = {8, 20, 100, 1000, 1017, 4096, 5000, 30000, 32760};
+    for (size_t i = 0; i < sizeof requests / sizeof requests[0]; i++)
+      out[n++] = (mcase_t){"write one byte past the request", FN_FREE, EXPECT_OVERFLOW, requests[i], run_overflow};
+    out[n++] = (mcase_t){"write one byte past a request realloc shrank", FN_FREE, EXPECT_OVERFLOW, 30,
+                         run_overflow_shrunk};
+    out[n++] = (mcase_t){"write one byte past a request realloc shrank", FN_FREE, EXPECT_OVERFLOW, 3000,
+                         run_overflow_shrunk};
+    static const size_t under[] = {8, 24, 100, 4096, 30000};
+    for (size_t i = 0; i < sizeof under / sizeof under[0]; i++) {
+      out[n++] = (mcase_t){"write one byte before a block after one in use", FN_FREE, EXPECT_UNDERFLOW, under[i],
+                           run_underflow_live};
+      out[n++] = (mcase_t){"write one byte before a block after a freed one", FN_FREE, EXPECT_UNDERFLOW, under[i],
+                           run_underflow_freed};
+    }
+    out[n++] = (mcase_t){"write one byte before the first block of a span", FN_FREE, EXPECT_UNDERFLOW, 12000,
+                         run_underflow_first};
+    out[n++] = (mcase_t){"write one byte before the first block of a span", FN_FREE, EXPECT_UNDERFLOW, 30000,
+                         run_underflow_first};
   }
   out[n++] = (mcase_t){"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100, run_free_sized};
   return n;
 }
 
 TEST_MAIN() {
-  static mcase_t cases[96];
+  static mcase_t cases[128];
   int n = make_cases(cases);
   if (argc == 3 && strcmp(argv[1], "--case") == 0) { /* one case, its report on stdout */
     int i = atoi(argv[2]);

@@ -11,6 +11,7 @@
 #include "hakozuna.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
 #ifndef _WIN32
@@ -244,6 +245,63 @@ static void test_rss(void) {
 }
 #endif
 
+/* Counters read while other threads allocate and free each other's blocks
+ * are a snapshot, but a consistent one: in every class, remote frees are
+ * frees, and frees are mallocs (an exit report once showed remote frees >
+ * frees). Two producers hand blocks to two consumers through a ring; main
+ * reads the statistics throughout. */
+enum { SNAP_SLOTS = 4096, SNAP_OPS = 400000 };
+static void *_Atomic snap_ring[SNAP_SLOTS];
+static _Atomic int snap_done, snap_finished;
+
+static void *snap_producer(void *arg) {
+  unsigned x = (unsigned)(uintptr_t)arg;
+  for (int i = 0; i < SNAP_OPS; i++) {
+    x = x * 1103515245u + 12345u;
+    void *p = malloc(16 + (x >> 16) % 600), *old;
+    if (!p) abort();
+    old = atomic_exchange(&snap_ring[(x >> 4) % SNAP_SLOTS], p);
+    if (old) free(old); /* (another producer's block, or its own) */
+  }
+  atomic_fetch_add(&snap_finished, 1);
+  return NULL;
+}
+
+static void *snap_consumer(void *arg) {
+  unsigned x = (unsigned)(uintptr_t)arg;
+  while (!atomic_load(&snap_done)) {
+    x = x * 1103515245u + 12345u;
+    void *old = atomic_exchange(&snap_ring[(x >> 4) % SNAP_SLOTS], NULL);
+    if (old) free(old);
+  }
+  return NULL;
+}
+
+static void test_snapshot(void) {
+  pthread_t prod[2], cons[2];
+  atomic_store(&snap_done, 0);
+  atomic_store(&snap_finished, 0);
+  for (int i = 0; i < 2; i++) {
+    if (!CHECK(pthread_create(&prod[i], NULL, snap_producer, (void *)(uintptr_t)(i + 1)) == 0)) return;
+    if (!CHECK(pthread_create(&cons[i], NULL, snap_consumer, (void *)(uintptr_t)(i + 7)) == 0)) return;
+  }
+  int bad = 0, reads = 0;
+  for (; atomic_load(&snap_finished) < 2 && !bad; reads++) {
+    hz_stats_t s = get();
+    for (uint32_t c = 0; c < s.class_count && !bad; c++) {
+      const hz_class_stats_t *r = &s.classes[c];
+      bad = !CHECKF(r->remote_frees <= r->frees && r->frees <= r->mallocs && r->live == r->mallocs - r->frees,
+                    "read %d, %llu-byte class: mallocs %llu, frees %llu, remote_frees %llu, live %llu", reads,
+                    (unsigned long long)r->block_size, (unsigned long long)r->mallocs,
+                    (unsigned long long)r->frees, (unsigned long long)r->remote_frees,
+                    (unsigned long long)r->live);
+    }
+  }
+  atomic_store(&snap_done, 1);
+  for (int i = 0; i < 2; i++) pthread_join(prod[i], NULL), pthread_join(cons[i], NULL);
+  for (int i = 0; i < SNAP_SLOTS; i++) free(atomic_exchange(&snap_ring[i], NULL));
+}
+
 /* Free a large working set; malloc_trim(0) returns and bytes_committed
  * drops by at least half of it. */
 static void test_trim(void) {
@@ -314,6 +372,7 @@ TEST_MAIN() {
   test_idle();
   test_counters();
   test_remote_counts();
+  test_snapshot();
 #ifndef _WIN32
   test_rss();
 #endif

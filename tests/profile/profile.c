@@ -15,16 +15,15 @@
  *   profile concurrent DIR  switches profiling on at run time while two
  *                         threads allocate, then dumps repeatedly
  *
- * Run by tests/profile/run.sh with HAKOZUNA_PROFILE_SEED=7. The live
- * estimates of a 64 MiB set at the default 512 KiB rate have a standard
- * deviation near 9% (about 128 samples), so many seeds put one of the four
- * smaller sites outside 10% (seeds 1..12: live errors up to 18%, allocated
- * errors up to 5%; all ten checks passed for 6 of the 12, 7 among them):
- * the fixed seed keeps the test from flaking, and a change that moves the
- * sample points may need another (the errors printed show the spread; a
- * systematic bias shows as every site off the same way). The worker
- * threads run one after another so that each one's sample points depend
- * only on the seed. */
+ * Run by tests/profile/run.sh with HAKOZUNA_PROFILE_SEED=7 and a rate of
+ * 64 KiB. At the default 512 KiB rate the live estimates of a 64 MiB set
+ * rest on about 128 samples, a standard deviation near 9%, so a change that
+ * only moved the sample points by a block (a span holding one block fewer)
+ * put site_small's live estimate at -12%; at 64 KiB, about 1,000 samples
+ * and 3%, so the 10% bound is three standard deviations whatever the seed,
+ * and a systematic bias still shows as every site off the same way. The
+ * worker threads run one after another so that each one's sample points
+ * depend only on the seed. */
 #include "check.h"
 #include "hakozuna.h"
 

@@ -15,8 +15,8 @@ trap 'rm -rf "$tmp"' EXIT
 # No purge thread: only the test's threads draw sample points, in a fixed order.
 run() { env HAKOZUNA_PURGE_THREAD=0 "$@"; }
 
-# 1. Known sites, the default rate, a fixed seed (see profile.c).
-run HAKOZUNA_PROFILE=1 HAKOZUNA_PROFILE_SEED=7 HAKOZUNA_PROFILE_FILE="$tmp/exit-%p.pb.gz" \
+# 1. Known sites, a fixed seed, a rate of 64 KiB (see profile.c).
+run HAKOZUNA_PROFILE=1 HAKOZUNA_PROFILE_SEED=7 HAKOZUNA_PROFILE_RATE=65536 HAKOZUNA_PROFILE_FILE="$tmp/exit-%p.pb.gz" \
   "$prog" sites "$tmp" >"$tmp/sites.out" 2>&1 || fail "profile sites: $(tail -n 20 "$tmp/sites.out")"
 cat "$tmp/sites.out"
 grep -q "site_tiny;" "$tmp/sites.alloc.folded" 2>/dev/null || grep -q ";site_tiny " "$tmp/sites.alloc.folded" ||
