@@ -427,11 +427,13 @@ static struct mallinfo2 hz_mallinfo2(void) {
   hz_stats_get(&st);
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
-  mi.arena = st.bytes_committed;
+  /* As glibc's: arena and uordblks leave out the mapped (huge) blocks,
+   * which hblkhd counts; programs add uordblks and hblkhd. */
+  mi.arena = st.bytes_committed > st.huge_live_bytes ? st.bytes_committed - st.huge_live_bytes : 0;
   mi.hblks = st.huge_allocs - st.huge_frees;
   mi.hblkhd = st.huge_live_bytes;
-  mi.uordblks = st.bytes_in_use;
-  mi.fordblks = st.bytes_committed > st.bytes_in_use ? st.bytes_committed - st.bytes_in_use : 0;
+  mi.uordblks = st.bytes_in_use > st.huge_live_bytes ? st.bytes_in_use - st.huge_live_bytes : 0;
+  mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
   mi.usmblks = st.peak_rss;
   return mi;
 }
@@ -449,7 +451,18 @@ static struct mallinfo hz_mallinfo(void) {
   return mi;
 }
 
-static void hz_malloc_stats(void) { hz_stats_print(NULL); }
+/* Not a cancellation point (glibc's is not: tst-malloc-stats-cancellation),
+ * though it writes to stderr. */
+static void hz_malloc_stats(void) {
+#ifndef _WIN32
+  int old;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  hz_stats_print(NULL);
+  pthread_setcancelstate(old, NULL);
+#else
+  hz_stats_print(NULL);
+#endif
+}
 /* glibc's tunables, mapped onto the option table where they mean something
  * here (README, "mallopt"); 1 when honoured, 0 when not, as glibc does. */
 static int hz_mallopt(int param, int value) {

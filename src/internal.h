@@ -455,6 +455,7 @@ bool hz_os_thread_key(hz_thread_key_t *key, void (*destructor)(void *));
 void hz_os_thread_key_set(hz_thread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
 int hz_os_thread_start(void *(*fn)(void *));
+bool hz_os_single_threaded(void); /* the program never started a thread (false when unknown) */
 void hz_os_thread_name(const char *name);
 const void *hz_os_map_file(const char *path, size_t *size); /* read-only; NULL on failure */
 void hz_os_unmap_file(const void *p, size_t size); /* (not counted as memory returned) */

@@ -27,8 +27,9 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_STATS] = {"stats", 0, 0, 1, "bool", "print the statistics report to stderr at exit"},
   [HZ_OPTION_PURGE_DELAY] = {"purge_delay", 100, -1, 3600000, "ms",
                              "free memory goes back to the OS this long after it was freed (0 at once, -1 never)"},
-  [HZ_OPTION_PURGE_THREAD] = {"purge_thread", 1, 0, 1, "bool",
-                              "purge from a background thread, so idle programs return memory too"},
+  [HZ_OPTION_PURGE_THREAD] = {"purge_thread", 1, 0, 2, "mode",
+                              "purge from a background thread, so idle programs return memory too: 0 never, "
+                              "1 once the program has started a thread of its own, 2 also in single-threaded programs"},
   [HZ_OPTION_THP] = {"thp", 0, 0, 1, "bool", "let the kernel back segments with transparent huge pages"},
   [HZ_OPTION_ARENA_RESERVE] = {"arena_reserve", 64, 4, 1048576, "MiB",
                                "address space reserved per OS request for segments"},

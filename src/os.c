@@ -18,6 +18,12 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define HZ_HAVE_SINGLE_THREADED 1
+#endif
+#endif
 
 #ifndef MADV_HUGEPAGE
 #define MADV_HUGEPAGE 14
@@ -99,11 +105,17 @@ void hz_os_unmap(void *p, size_t size) {
  * `from` could not be mapped again and is now a hole. */
 int hz_os_move(void *from, void *to, size_t size) {
   int errno_saved = errno, r = 0;
+  void *back;
   if (mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED)
     r = -errno;
-  else if (mmap(from, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
-                0) == MAP_FAILED)
+  /* Between the two calls `from` is a hole that another thread's mmap may
+   * take: map it again only if it is still free (MAP_FIXED replaced that
+   * mapping, silently; kernels before 4.17 take the flag as a hint). */
+  else if ((back = mmap(from, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0)) != from) {
+    if (back != MAP_FAILED) munmap(back, size);
     r = 1;
+  }
   errno = errno_saved;
   count(&hz_os_stats.other_calls, r < 0 ? 1 : 2);
   return r;
@@ -283,6 +295,16 @@ void hz_os_atfork_child(void (*child)(void)) {
 /* A detached helper thread with a small stack and every signal blocked (it
  * must never run a program's signal handler). errno is kept: this runs
  * inside malloc and free. Returns 0 or the pthread_create error. */
+/* True while the program has never run a second thread (glibc 2.32+:
+ * __libc_single_threaded, which stays false once one was started). */
+bool hz_os_single_threaded(void) {
+#if HZ_HAVE_SINGLE_THREADED
+  return __libc_single_threaded;
+#else
+  return false; /* (unknown: as a threaded program) */
+#endif
+}
+
 int hz_os_thread_start(void *(*fn)(void *)) {
   int errno_saved = errno;
   sigset_t all, old;

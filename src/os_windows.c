@@ -184,6 +184,9 @@ static DWORD WINAPI thread_trampoline(void *arg) {
   return 0;
 }
 
+/* (Windows has no fork and no single-threaded-only calls to keep working.) */
+bool hz_os_single_threaded(void) { return false; }
+
 int hz_os_thread_start(void *(*fn)(void *)) {
   HANDLE t = CreateThread(NULL, 64 * 1024, thread_trampoline, (void *)fn, STACK_SIZE_PARAM_IS_A_RESERVATION, NULL);
   if (t == NULL) return (int)GetLastError();

@@ -52,9 +52,40 @@ static void *purge_thread_main(void *arg) {
   }
 }
 
+/* Without the thread, safe points return what has waited long enough
+ * themselves, at most once a purge delay. (The thread's other work -- idle
+ * heaps, exited threads' heaps -- has no subject in a program that never
+ * started a thread.) */
+static void purge_here(long delay) {
+  static _Atomic uint64_t next_ms;
+  static _Atomic unsigned polls;
+  /* (the clock at every 8th safe point only: a refill is one, and they
+   * come every few mallocs; read at each, it cost 3 instructions a
+   * malloc+free pair of 16-32768 bytes) */
+  if ((atomic_fetch_add_explicit(&polls, 1, memory_order_relaxed) & 7) != 0) return;
+  uint64_t now = hz_os_now_ms();
+  if (now < atomic_load_explicit(&next_ms, memory_order_relaxed)) return;
+  atomic_store_explicit(&next_ms, now + (uint64_t)delay, memory_order_relaxed);
+  atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
+  hz_heaps_trim_caches(); /* (their spans wait in the pool one delay more) */
+  hz_arena_purge(false);
+  bool left = hz_huge_purge(false);
+  if (left || hz_arena_dirty() || hz_heaps_cache_left()) atomic_store_explicit(&hz_purge_pending, 1, memory_order_relaxed);
+}
+
 void hz_purge_start(void) {
-  if (hz_opt(HZ_OPTION_PURGE_DELAY) <= 0 || !hz_opt(HZ_OPTION_PURGE_THREAD)) {
+  long delay = hz_opt(HZ_OPTION_PURGE_DELAY), mode = hz_opt(HZ_OPTION_PURGE_THREAD);
+  if (delay <= 0) {
     atomic_store_explicit(&hz_purge_pending, 0, memory_order_relaxed);
+    return;
+  }
+  /* A thread of ours would make a single-threaded program multi-threaded
+   * for good as glibc sees it: fork then takes glibc's atfork lock, and a
+   * fork from a signal handler that interrupted fork hung (glibc's
+   * tst-mallocfork2); unshare(CLONE_NEWUSER) fails with EINVAL while the
+   * thread runs; /proc shows two threads. */
+  if (mode == 0 || (mode == 1 && hz_os_single_threaded())) {
+    purge_here(delay);
     return;
   }
   if (atomic_load_explicit(&hz_purge_state, memory_order_relaxed) != PURGE_IDLE) return;

@@ -197,6 +197,8 @@ else
   t heap/trim_race 60 - hakozuna "$B/heap/trim_race"
   t heap/exit_return 60 - hakozuna "$B/heap/exit_return"
   t purge/idle_free 60 - hakozuna "$B/purge/idle_free"
+  e purge/single "its own thread counts in /proc/self/status, and a fork from a signal handler hangs the emulated child" \
+    t purge/single 60 - hakozuna "$B/purge/single"
   t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"

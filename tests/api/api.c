@@ -684,6 +684,16 @@ static void test_info(void) {
   CHECKF(oused1 >= oused0 + (long)(N * 64 * KiB), "mallinfo in use %ld -> %ld "
          "after allocating 8 MiB", oused0, oused1);
   for (int i = 0; i < N; i++) free(b[i]);
+  /* a mapped block counts once, in hblkhd (it was in uordblks too) */
+  struct mallinfo2 h0 = mallinfo2();
+  void *huge = malloc(24 * MiB);
+  if (CHECK(huge)) memset(huge, 1, 24 * MiB);
+  struct mallinfo2 h1 = mallinfo2();
+  size_t grew = (h1.uordblks + h1.hblkhd) - (h0.uordblks + h0.hblkhd);
+  CHECKF(grew >= 24 * MiB && grew < 32 * MiB, "mallinfo2 in use grew by %zu KiB for a 24 MiB block "
+         "(uordblks %zu -> %zu, hblkhd %zu -> %zu)", grew / KiB, h0.uordblks, h1.uordblks, h0.hblkhd, h1.hblkhd);
+  CHECKF(h1.arena >= h1.uordblks, "mallinfo2 arena %zu < uordblks %zu", h1.arena, h1.uordblks);
+  free(huge);
   int t = malloc_trim(0);
   CHECKF(t == 0 || t == 1, "malloc_trim(0) = %d", t);
   t = malloc_trim(tu_opaque(MiB));
