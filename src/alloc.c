@@ -369,7 +369,18 @@ HZ_EXPORT void *hz_aligned_alloc(size_t align, size_t n) {
   return alloc_aligned(align, n);
 }
 
-HZ_EXPORT void *hz_memalign(size_t align, size_t n) { return hz_aligned_alloc(align, n); }
+/* glibc's memalign takes any alignment up to SIZE_MAX / 2 + 1 and rounds it
+ * up to a power of two (0 and 1 mean none); programs written against it
+ * pass sizes such as 24. (aligned_alloc refuses them, as glibc 2.38 does.) */
+HZ_EXPORT void *hz_memalign(size_t align, size_t n) {
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (align == 0) align = 1;
+  if (!is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
+  return alloc_aligned(align, n);
+}
 
 HZ_EXPORT int hz_posix_memalign(void **out, size_t align, size_t n) {
   if (!is_pow2(align) || align < sizeof(void *)) return EINVAL;

@@ -758,16 +758,17 @@ __attribute__((no_sanitize("thread"))) static bool trim_spans(hz_heap_t *h, uint
  * the next looks (HZ_TRIM_SETTLE_MS). Spans whose list head has not moved
  * since their last trim are skipped. */
 static bool heap_trim(hz_heap_t *h) {
+  bool adopted = hz_remote_trim(h);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     hz_span_t *cur = h->cur[c], *spare = h->spare[c];
     if (spare != NULL && spare != cur && hz_span_used(spare) == 0 && spare->carved != 0) span_uncarve(spare);
   }
   /* (a free tag marks free blocks: not in the checked build, whose free
    * blocks keep a fill pattern, nor without checks) */
-  if (HZ_CHECKED || HZ_NOCHECK) return false;
+  if (HZ_CHECKED || HZ_NOCHECK) return adopted;
   uint32_t c = 0;
   hz_span_t *s = NULL;
-  bool freed = false;
+  bool freed = adopted;
   while (trim_spans(h, &c, &s, &freed)) {
   }
   return freed;
@@ -804,7 +805,9 @@ bool hz_heaps_trim_idle(bool *again) {
   bool left = false;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     uint32_t t = atomic_load_explicit(&h->trim, memory_order_relaxed);
-    if ((t & HZ_TRIM_CLAIMED) || ((t & HZ_TRIM_DONE) && !trim_settling(h))) continue;
+    /* (remote frees into a trimmed heap's inbox: a look again) */
+    bool inbox = atomic_load_explicit(&h->inbox, memory_order_relaxed) != h->trim_inbox;
+    if ((t & HZ_TRIM_CLAIMED) || ((t & HZ_TRIM_DONE) && !trim_settling(h) && !inbox)) continue;
     uint64_t a = heap_activity(h);
     if (a == 0) continue;
     if (a != h->trim_activity) {
@@ -911,6 +914,10 @@ static void heap_key_destructor(void *arg) {
   if (h == NULL || h != hz_tls_heap || hz_os_process_ending()) return;
   hz_tls_heap = &hz_heap_dead;
   hz_heap_abandon(h);
+  /* A safe point (no lock held, nothing half changed), and often the last
+   * call of a thread that freed other threads' blocks: their owners may
+   * idle, and only the purge thread returns what waits for them. */
+  hz_purge_poll();
 }
 
 /* Remote frees keep arriving at the heaps of exited threads; return what

@@ -206,6 +206,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
    * refill from this span puts them back (heap.c, span_trim_pages). */
   uint64_t trimmed;
   hz_block_t *trim_head;        /* purge thread: the list head at its last trim (no free since, no new trim) */
+  uint32_t trim_inbox;          /* purge thread: its blocks in the owner's inbox (remote.c, hz_remote_trim) */
 } hz_span_t;
 _Static_assert(sizeof(hz_span_t) == 128, "span descriptors are two cache lines");
 
@@ -358,6 +359,7 @@ typedef struct hz_heap_s {
   _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
   uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
   uint64_t trim_freed_at;               /* purge thread: ms of its last trim that found blocks freed since the one before */
+  hz_block_t *trim_inbox;               /* purge thread: the inbox as its last trim left it */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
@@ -563,6 +565,7 @@ extern _Atomic int64_t hz_remote_orphan_large_bytes;
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
 void hz_remote_flush(hz_heap_t *h);
 bool hz_remote_drain(hz_heap_t *h);
+bool hz_remote_trim(hz_heap_t *h);
 
 /* ---- large.c ---- */
 size_t hz_large_block_size(size_t size);

@@ -62,6 +62,10 @@ static void outbox_send(hz_outbox_t *o) {
                                                   memory_order_relaxed));
   o->owner = NULL;
   o->count = o->bytes = o->carrier_size = 0;
+  /* An owner that idles would keep the batch: the purge thread looks
+   * (hz_remote_trim). (Read first: the flag's line stays shared.) */
+  if (!atomic_load_explicit(&hz_purge_pending, memory_order_relaxed))
+    atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
 }
 
 void hz_remote_flush(hz_heap_t *h) {
@@ -122,20 +126,100 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   hz_heap_leave(h);
 }
 
-bool hz_remote_drain(hz_heap_t *h) {
-  uintptr_t m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
-  if (m == 0) return false;
+/* Calls fn on every block of the inbox chain from m: a carrier after the
+ * blocks it carries, and after its link was read (fn may reuse the block). */
+static inline __attribute__((always_inline)) void inbox_walk(uintptr_t m, void (*fn)(void *, hz_block_t *),
+                                                             void *ctx) {
   while (m != 0) {
     hz_block_t *b = (hz_block_t *)(m & ~(uintptr_t)1);
 #if HZ_CHECKED
     hz_checked_link(b, hz_span_of(b)->block_size);
 #endif
-    if (m & 1) { /* (the carrier goes back last: until then its span holds a block out) */
+    if (m & 1) {
       hz_carrier_t *c = (hz_carrier_t *)b;
-      for (uint64_t i = 0, n = c->count; i < n; i++) hz_heap_block_returned(hz_span_of(c->blocks[i]), c->blocks[i]);
+      for (uint64_t i = 0, n = c->count; i < n; i++) fn(ctx, c->blocks[i]);
     }
     m = (uintptr_t)hz_next_decode(b, b->next);
-    hz_heap_block_returned(hz_span_of(b), b);
+    fn(ctx, b);
   }
+}
+
+static void drain_one(void *ctx, hz_block_t *b) {
+  (void)ctx;
+  hz_heap_block_returned(hz_span_of(b), b);
+}
+
+bool hz_remote_drain(hz_heap_t *h) {
+  uintptr_t m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
+  if (m == 0) return false;
+  inbox_walk(m, drain_one, NULL);
   return true;
+}
+
+/* ---- an idle owner's inbox (the purge thread's idle trim, heap.c) ----
+ * Blocks freed by other threads wait in the inbox until the owner's next
+ * slow path; an owner that idles makes none, and they stayed resident
+ * however long it idled. The trim, holding the heap's claim (the owner's
+ * slow paths wait), takes the inbox and returns the blocks of every span
+ * that has no other block out: the owner holds no live block of such a
+ * span, so its free fast path cannot touch it (a second free of an inbox
+ * block stops at its free tag), and the span is not a current one, the
+ * only kind its malloc fast path pops. Emptied spans go the usual way
+ * (spare, span cache, pool), where the trim returns their pages. The other
+ * blocks go back into the inbox as a list. */
+enum { TRIM_DECIDED = 1u << 31, TRIM_ADOPT = 1u << 30, TRIM_COUNT = TRIM_ADOPT - 1 };
+
+typedef struct {
+  hz_heap_t *heap;
+  hz_block_t *keep, *keep_last;
+  size_t adopted;
+} trim_ctx_t;
+
+static void trim_count(void *ctx, hz_block_t *b) {
+  (void)ctx;
+  hz_span_of(b)->trim_inbox++;
+}
+
+static void trim_one(void *ctx, hz_block_t *b) {
+  trim_ctx_t *t = ctx;
+  hz_span_t *s = hz_span_of(b);
+  uint32_t n = s->trim_inbox;
+  if (!(n & TRIM_DECIDED)) {
+    bool current = s->kind == HZ_SPAN_SMALL && t->heap->cur[s->cls] == s;
+    bool alone = s->heap == t->heap && !current && (n & TRIM_COUNT) == hz_span_used(s);
+    n |= TRIM_DECIDED | (alone ? TRIM_ADOPT : 0);
+  }
+  n--; /* (the count: zero again once the span's last block went by) */
+  s->trim_inbox = (n & TRIM_COUNT) ? n : 0;
+  if (n & TRIM_ADOPT) {
+    hz_heap_block_returned(s, b); /* (may retire the span: its count is reset first) */
+    t->adopted++;
+    return;
+  }
+  b->next = hz_next_encode(b, t->keep);
+  hz_block_retag(b);
+  if (t->keep == NULL) t->keep_last = b;
+  t->keep = b;
+}
+
+/* True if blocks were returned. Not in the checked build, whose drain
+ * verifies fills that the trim would have to keep too. */
+bool hz_remote_trim(hz_heap_t *h) {
+  if (HZ_CHECKED) return false;
+  uintptr_t m = (uintptr_t)atomic_load_explicit(&h->inbox, memory_order_relaxed);
+  if (m == 0 || m == (uintptr_t)h->trim_inbox) return false;
+  m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
+  trim_ctx_t t = {.heap = h};
+  inbox_walk(m, trim_count, NULL);
+  inbox_walk(m, trim_one, &t);
+  if (t.keep != NULL) {
+    hz_block_t *old = atomic_load_explicit(&h->inbox, memory_order_relaxed);
+    do {
+      t.keep_last->next = hz_next_encode(t.keep_last, old);
+      hz_block_retag(t.keep_last);
+    } while (!atomic_compare_exchange_weak_explicit(&h->inbox, &old, t.keep, memory_order_release,
+                                                    memory_order_relaxed));
+  }
+  h->trim_inbox = t.keep; /* (what the next look finds unless more came) */
+  return t.adopted != 0;
 }

@@ -243,6 +243,11 @@ static void op_aligned(rec_t *r, size_t n, uint8_t d, int form) {
     p = form == 0 ? hz_aligned_alloc(al, n) : hz_memalign(al, n);
     err = errno;
   }
+  if (form == 2 && !pow2(al)) { /* memalign rounds up, as glibc's */
+    size_t up = 1;
+    while (up < al) up <<= 1;
+    al = up;
+  }
   if (!pow2(al) || (form == 1 && al < sizeof(void *))) {
     refused(p, err, EINVAL, names[form], al, n);
     return;

@@ -9,25 +9,12 @@
 #include "check.h"
 #include "testutil.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define N 100000
-
-static long rss_mib(void) {
-  char buf[128];
-  int fd = open("/proc/self/statm", O_RDONLY);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  long size, resident;
-  if (sscanf(buf, "%ld %ld", &size, &resident) != 2) return -1;
-  return resident * sysconf(_SC_PAGESIZE) / (1 << 20);
-}
 
 static void *v[N];
 
@@ -37,11 +24,11 @@ TEST_MAIN() {
     if (!CHECK(v[i])) return 1;
     memset(v[i], 1, 1000);
   }
-  long full = rss_mib();
+  long full = tu_rss_mib_quiet();
   for (int i = 0; i < N; i++) free(v[i]);
   struct timespec pause = {1, 0}; /* a purge delay is 100 ms: ten of them */
   nanosleep(&pause, NULL);
-  long idle = rss_mib();
+  long idle = tu_rss_mib_quiet();
   CHECKF(full >= 95, "RSS %ld MiB with 100 MB of blocks live", full);
   CHECKF(idle >= 0 && idle < 40, "RSS %ld MiB 1 s after freeing 100 MB without another call (was %ld)", idle, full);
   return 0;
