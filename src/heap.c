@@ -605,7 +605,7 @@ void hz_heaps_trim_caches(void) {
  * pages inside their free blocks can: all but the page holding the block's
  * link. Worth a system call for blocks larger than a page. (Not in the
  * checked build, whose free blocks keep a fill pattern.) */
-static void block_purge_pages(hz_block_t *b, size_t bs) {
+void hz_heap_block_purge(hz_block_t *b, size_t bs) {
   size_t ps = hz_os_page_size;
   uintptr_t lo = ((uintptr_t)(b + 1) + ps - 1) & ~(uintptr_t)(ps - 1);
   uintptr_t hi = ((uintptr_t)b + bs) & ~(uintptr_t)(ps - 1);
@@ -847,7 +847,7 @@ bool hz_heaps_cache_left(void) {
 }
 
 static void span_purge_free_blocks(hz_span_t *s) {
-  for (hz_block_t *b = s->free; b != NULL; b = hz_next_decode(b, b->next)) block_purge_pages(b, s->block_size);
+  for (hz_block_t *b = s->free; b != NULL; b = hz_next_decode(b, b->next)) hz_heap_block_purge(b, s->block_size);
 }
 
 /* Give back what a heap holds but does not use: empty spans (all, or those

@@ -509,6 +509,7 @@ void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls);
 hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if needed */
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
+void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_abandon(hz_heap_t *h);

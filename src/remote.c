@@ -166,12 +166,17 @@ bool hz_remote_drain(hz_heap_t *h) {
  * block stops at its free tag), and the span is not a current one, the
  * only kind its malloc fast path pops. Emptied spans go the usual way
  * (spare, span cache, pool), where the trim returns their pages. The other
- * blocks go back into the inbox as a list. */
+ * blocks go back into the inbox as a list, and the pages inside them but
+ * the first (which holds the link) go back too: the inbox is the trim's
+ * while it holds the claim. (Only blocks that came since the last trim:
+ * those after the list it left were purged then.) */
 enum { TRIM_DECIDED = 1u << 31, TRIM_ADOPT = 1u << 30, TRIM_COUNT = TRIM_ADOPT - 1 };
 
 typedef struct {
   hz_heap_t *heap;
   hz_block_t *keep, *keep_last;
+  hz_block_t *seen; /* the list the last trim left, the chain's tail */
+  bool fresh;       /* before it */
   size_t adopted;
 } trim_ctx_t;
 
@@ -180,9 +185,11 @@ static void trim_count(void *ctx, hz_block_t *b) {
   hz_span_of(b)->trim_inbox++;
 }
 
-static void trim_one(void *ctx, hz_block_t *b) {
+/* (reads the use count of spans whose owner may free into them: racy by design) */
+__attribute__((no_sanitize("thread"))) static void trim_one(void *ctx, hz_block_t *b) {
   trim_ctx_t *t = ctx;
   hz_span_t *s = hz_span_of(b);
+  if (b == t->seen) t->fresh = false;
   uint32_t n = s->trim_inbox;
   if (!(n & TRIM_DECIDED)) {
     bool current = s->kind == HZ_SPAN_SMALL && t->heap->cur[s->cls] == s;
@@ -200,6 +207,7 @@ static void trim_one(void *ctx, hz_block_t *b) {
   hz_block_retag(b);
   if (t->keep == NULL) t->keep_last = b;
   t->keep = b;
+  if (t->fresh) hz_heap_block_purge(b, s->block_size); /* (a carrier's list was read: its blocks went first) */
 }
 
 /* True if blocks were returned. Not in the checked build, whose drain
@@ -209,7 +217,7 @@ bool hz_remote_trim(hz_heap_t *h) {
   uintptr_t m = (uintptr_t)atomic_load_explicit(&h->inbox, memory_order_relaxed);
   if (m == 0 || m == (uintptr_t)h->trim_inbox) return false;
   m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
-  trim_ctx_t t = {.heap = h};
+  trim_ctx_t t = {.heap = h, .seen = h->trim_inbox, .fresh = true};
   inbox_walk(m, trim_count, NULL);
   inbox_walk(m, trim_one, &t);
   if (t.keep != NULL) {
