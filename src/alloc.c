@@ -124,7 +124,7 @@ static hz_noinline void free_rare(void *p, const char *fn) {
   hz_purge_poll();
 }
 
-static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
+static hz_noinline void free_remote_slow(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
   if (s->kind == HZ_SPAN_FREE || s->heap == NULL) {
     hz_check_span_ptr(b, fn);
     return;
@@ -141,6 +141,11 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
   if (s->sample) hz_profile_free(s);
   hz_init(); /* a thread that only frees gets a heap (after a fork, start-up may rerun) */
   hz_remote_free(h, s, b);
+}
+
+/* (the checked build's remote frees wait in its quarantine first) */
+static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
+  if (HZ_CHECKED || !hz_remote_put(h, s, b)) free_remote_slow(h, s, b, fn);
 }
 
 

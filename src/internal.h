@@ -564,6 +564,31 @@ void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn); /* allo
 extern _Atomic uint64_t hz_remote_orphans[HZ_NCLASS + 1];
 extern _Atomic int64_t hz_remote_orphan_large_bytes;
 void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b);
+/* A batch goes when it has HZ_OUTBOX_BATCH blocks or this many bytes: large
+ * blocks must not wait in a thread's outbox by the megabyte. */
+#define HZ_OUTBOX_BYTES (64 * 1024)
+/* The commonest remote free, inline in free's remote branch: a small block
+ * joins the outbox already collecting for its owner, where it sends no
+ * batch and is no larger than the batch's carrier. The outbox is this
+ * thread's alone, but a forked child adopts it as it finds it (not inside
+ * a slow path: hz_heap_fork_child), so the block and its link are stored
+ * before the count that shows them. False: hz_remote_free's turn. */
+static inline bool hz_remote_put(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
+  hz_heap_t *owner = s->heap;
+  hz_outbox_t *o = &h->outbox[hz_heap_slot(owner) % HZ_OUTBOX];
+  uint32_t n = o->count, size = s->block_size;
+  /* (n - 1 wraps for an unused slot, whose owner is NULL as a dead span's heap is) */
+  if (o->owner != owner || n - 1 >= HZ_OUTBOX_BATCH - 2 || size > o->carrier_size ||
+      o->bytes + size >= HZ_OUTBOX_BYTES || s->kind != HZ_SPAN_SMALL)
+    return false;
+  b->next = hz_next_encode(b, o->blocks[n - 1]); /* (the batch's list, if it goes as one) */
+  b->tag = hz_block_tag(s, b);
+  o->blocks[n] = b;
+  __atomic_store_n(&o->count, n + 1, __ATOMIC_RELEASE);
+  o->bytes += size;
+  h->n.remote_free[s->cls]++;
+  return true;
+}
 void hz_remote_flush(hz_heap_t *h);
 bool hz_remote_drain(hz_heap_t *h);
 bool hz_remote_trim(hz_heap_t *h);
