@@ -14,7 +14,7 @@ BENCH_BIN    := $(BUILD)/bench-bin
 BENCH_CFLAGS := -std=gnu11 -O2 -g -gdwarf-4 -Wall -Wextra -pthread
 BENCH_LIBS   := -ldl -lm
 BENCH_PROGS  := random_mixed random_mixed-bump mt_remote larson prodcons cache large \
-                realloc_growth redis_like mc_client mem_return thread_flood remote_fan idle_cache runchild
+                realloc_growth redis_like mc_client mem_return thread_flood remote_fan idle_cache runchild new_delete
 BENCH_EXES   := $(addprefix $(BENCH_BIN)/,$(BENCH_PROGS))
 BENCH_COMMON := bench/bench.c bench/bench.h
 
@@ -41,6 +41,8 @@ $(BENCH_BIN)/random_mixed-bump: bench/random_mixed.c $(BENCH_COMMON) | $(BENCH_B
 	$(CC) $(BENCH_CFLAGS) -DBENCH_BUMP -o $@ $< bench/bench.c $(BENCH_LIBS)
 $(BENCH_BIN)/runchild: bench/runchild.c | $(BENCH_BIN)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
+$(BENCH_BIN)/new_delete: bench/new_delete.cc | $(BENCH_BIN)
+	$(CXX) -std=gnu++17 -O2 -g -gdwarf-4 -Wall -Wextra -o $@ $<
 $(BENCH_BIN)/%: bench/%.c $(BENCH_COMMON) | $(BENCH_BIN)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< bench/bench.c $(BENCH_LIBS)
 $(BENCH_BIN):

@@ -27,7 +27,26 @@ static hz_noinline void *refill(hz_heap_t *h, hz_span_t *const *cur) {
   return hz_heap_alloc_small(h, (uint32_t)(cur - h->cur)); /* (the class: the fast path keeps one register fewer) */
 }
 
-static inline void *alloc_class(size_t c, size_t request) {
+/* Who asks: malloc and its family return NULL when out of memory; C++'s
+ * new calls the new_handler and throws, its nothrow form returns NULL
+ * after the handler (new_failed, override_cxx.c). For new, the slow paths
+ * below see to that themselves, so that new's fast path is malloc's, tail
+ * calls included, with nothing of its own to keep across them. */
+typedef enum { ASK_MALLOC, ASK_NEW, ASK_NEW_NOTHROW } alloc_ask_t;
+#if HZ_OVERRIDE
+static hz_noinline void *new_failed(size_t n, size_t align, bool nothrow);
+#else
+static void *new_failed(size_t n, size_t align, bool nothrow) { /* (no operator new in this build) */
+  (void)n, (void)align, (void)nothrow;
+  return NULL;
+}
+#endif
+static hz_noinline void *refill_new(hz_heap_t *h, hz_span_t *const *cur, size_t n, alloc_ask_t ask) {
+  void *p = refill(h, cur);
+  return p != NULL ? p : new_failed(n, 0, ask == ASK_NEW_NOTHROW);
+}
+
+static inline void *alloc_class(size_t c, size_t request, alloc_ask_t ask) {
   hz_heap_t *h = hz_tls_heap;
   hz_span_t **cur = &h->cur[c];
   hz_span_t *s = *cur;
@@ -40,7 +59,7 @@ static inline void *alloc_class(size_t c, size_t request) {
     s->uses++;
     if (!HZ_NOCHECK) b->tag = 0;
     if (hz_unlikely(--h->n.sample_left[c] < 0)) return hz_profile_small(h, b, request);
-  } else if ((b = refill(h, cur)) == NULL) {
+  } else if ((b = ask == ASK_MALLOC ? refill(h, cur) : refill_new(h, cur, request, ask)) == NULL) {
     return NULL;
   }
 #if HZ_CHECKED
@@ -78,18 +97,25 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
   return p;
 }
 
-static inline void *alloc(size_t n) {
+static hz_noinline void *alloc_big_new(size_t n, alloc_ask_t ask) {
+  void *p = alloc_big(n, 0, false);
+  return p != NULL ? p : new_failed(n, 0, ask == ASK_NEW_NOTHROW);
+}
+
+static inline void *alloc_for(size_t n, alloc_ask_t ask) {
 #if HZ_CHECKED
   void *z;
   if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
   if (n == 0) n = 1; /* slots ran out: an ordinary block, whose usable size (its request) is not 0 */
 #endif
   /* (the table's sizes first: one compare on the commonest path) */
-  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) return alloc_class(hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4], n);
+  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE))
+    return alloc_class(hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4], n, ask);
   if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE))
-    return alloc_class(hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7], n);
-  return alloc_big(n, 0, false);
+    return alloc_class(hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7], n, ask);
+  return ask == ASK_MALLOC ? alloc_big(n, 0, false) : alloc_big_new(n, ask);
 }
+static inline void *alloc(size_t n) { return alloc_for(n, ASK_MALLOC); }
 
 /* Small aligned blocks come from a class whose size is a multiple of the
  * alignment: spans start 32 KiB-aligned, so every block of it is aligned. */
@@ -105,7 +131,7 @@ static hz_noinline void *alloc_aligned(size_t align, size_t n) {
   if (align <= 16) return alloc(n);
   if (HZ_CHECKED && n == 0) n = 1; /* (as alloc's, when 0-byte slots run out) */
   uint32_t c = small_class(n, align);
-  if (c < HZ_NCLASS) return alloc_class(c, n);
+  if (c < HZ_NCLASS) return alloc_class(c, n, ASK_MALLOC);
   return alloc_big(n, align, false);
 }
 
@@ -316,11 +342,16 @@ HZ_EXPORT void *hz_reallocarray(void *p, size_t count, size_t size) {
 }
 
 /* A small block whose class is the one of n bytes: free's tests are all
- * that is left to do (sized frees, the commonest case). */
+ * that is left to do (sized frees, the commonest case). The class as
+ * malloc finds it: C++ calls this on every delete of an object. */
 static inline bool dealloc_sized_small(void *p, size_t n, const char *fn) {
-  if (n > HZ_SMALL_MAX - HZ_CANARY_SIZE || !in_spans((uintptr_t)p)) return false;
+  uint32_t c;
+  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) c = hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4];
+  else if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) c = hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7];
+  else return false;
+  if (hz_unlikely(!in_spans((uintptr_t)p))) return false;
   hz_span_t *s = hz_span_of(p);
-  if (s->cls != hz_class_of(n + HZ_CANARY_SIZE)) return false;
+  if (hz_unlikely(s->cls != c)) return false;
   dealloc_in(p, s, fn);
   return true;
 }
@@ -334,11 +365,9 @@ HZ_EXPORT void hz_free_sized(void *p, size_t size) {
 
 /* C++ sized delete: the size must be the one operator new was given, so it
  * must lead to the block's class (small), page count (large), or to a huge
- * block at least that big. Only the sized forms pay for the check. */
-void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
-  /* The commonest case first: a small block whose class is the size's, so
-   * free's own tests are all that is left (no second look at the block). */
-  if (align == 0 && dealloc_sized_small(p, n, fn)) return;
+ * block at least that big. Only the sized forms pay for the check; this is
+ * the rest of it, after dealloc_sized's inline test for small blocks. */
+hz_noinline void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
   if (p == NULL) return;
   uint8_t m = hz_segmap_get(p);
   size_t have = usable(p, fn), want; /* reports a bad pointer */
@@ -362,6 +391,11 @@ void hz_free_sized_new(void *p, size_t n, size_t align, const char *fn) {
     return;
   }
   dealloc(p, fn);
+}
+
+static inline void dealloc_sized(void *p, size_t n, size_t align, const char *fn) {
+  if (hz_likely(align == 0 && dealloc_sized_small(p, n, fn))) return;
+  hz_free_sized_new(p, n, align, fn);
 }
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
@@ -548,3 +582,8 @@ int mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
 int __libc_mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
 int malloc_info(int options, FILE *out) HZ_ALIAS(hz_malloc_info);
 #endif
+
+/* C++ operator new and delete inline the fast paths above: compiled as
+ * part of this file (on its own, override_cxx.c is empty). */
+#define HZ_ALLOC_C 1
+#include "override_cxx.c"

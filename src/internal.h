@@ -15,7 +15,7 @@
  *   profile.c  the sampling heap profiler and leak report
  *   pprof.c    its outputs: symbols, pprof (protobuf + gzip), folded stacks, top table
  *   alloc.c    the fast paths and the public/overriding API
- *   override_cxx.c  C++ operator new/delete
+ *   override_cxx.c  C++ operator new/delete (compiled as part of alloc.c)
  */
 #ifndef HZ_INTERNAL_H
 #define HZ_INTERNAL_H
@@ -724,7 +724,7 @@ static inline long hz_profile_rate(void) {
 /* A small malloc ran its class's countdown below zero: b is the block it
  * got; returns what the malloc returns (b, after the checked build's
  * hook, or a sampled block in its place). */
-void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request); /* its class's counter went below 0 */
+__attribute__((returns_nonnull)) void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request); /* its class's counter went below 0 */
 void hz_profile_arm(hz_heap_t *h);
 /* Large and huge mallocs: a sampled block, or NULL to allocate as usual. */
 void *hz_profile_big(size_t size, size_t align, bool *zeroed);

@@ -4,17 +4,23 @@
  * retry, then throw std::bad_alloc; both come from libstdc++ through weak
  * references, present exactly when the program is C++ (which is when these
  * operators are called). Unwinding through this file works because it is
- * built with unwind tables (-fexceptions). */
-#include "internal.h"
+ * built with unwind tables (-fexceptions).
+ *
+ * alloc.c includes this file at its end, so that new and delete inline
+ * malloc's and free's fast paths (a call through the GOT and back cost 7
+ * instructions a new; a sized delete, 30: docs/perf.md §31). Compiled on
+ * its own, as the build's list of sources has it, it is empty. */
+#ifndef HZ_ALLOC_C
+typedef int hz_override_cxx_in_alloc_c; /* (a translation unit may not be empty) */
+#else
 
 #if HZ_OVERRIDE
-#include <stdlib.h>
 
 typedef void (*hz_new_handler_t)(void);
 extern hz_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
-static hz_noinline void *new_failed(size_t n, size_t align, bool nothrow) {
+static hz_noinline void *new_failed(size_t n, size_t align, bool nothrow) { /* (declared in alloc.c) */
   for (;;) {
     hz_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (handler == NULL) break;
@@ -27,14 +33,9 @@ static hz_noinline void *new_failed(size_t n, size_t align, bool nothrow) {
   hz_fatal("operator new(%zu): out of memory and no C++ runtime to throw std::bad_alloc", n);
 }
 
-static inline void *cxx_new(size_t n) {
-  void *p = hz_malloc(n);
-  return hz_likely(p != NULL) ? p : new_failed(n, 0, false);
-}
-static inline void *cxx_new_nothrow(size_t n) {
-  void *p = hz_malloc(n);
-  return hz_likely(p != NULL) ? p : new_failed(n, 0, true);
-}
+/* (alloc_for's slow paths call new_failed themselves) */
+static inline void *cxx_new(size_t n) { return alloc_for(n, ASK_NEW); }
+static inline void *cxx_new_nothrow(size_t n) { return alloc_for(n, ASK_NEW_NOTHROW); }
 static inline void *cxx_new_aligned(size_t n, size_t a) {
   void *p = hz_aligned_alloc(a, n);
   return hz_likely(p != NULL) ? p : new_failed(n, a, false);
@@ -77,16 +78,17 @@ HZ_CXX void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
 }
 /* delete / delete[]: plain, sized, aligned, nothrow. The sized forms check
  * the size against the block (a mismatch is reported like a bad free). */
-HZ_CXX void _ZdlPv(void *p) { hz_free(p); }
-HZ_CXX void _ZdaPv(void *p) { hz_free(p); }
-HZ_CXX void _ZdlPvm(void *p, size_t n) { hz_free_sized_new(p, n, 0, "operator delete"); }
-HZ_CXX void _ZdaPvm(void *p, size_t n) { hz_free_sized_new(p, n, 0, "operator delete[]"); }
+HZ_CXX void _ZdlPv(void *p) { dealloc(p, "free"); }
+HZ_CXX void _ZdaPv(void *p) { dealloc(p, "free"); }
+HZ_CXX void _ZdlPvm(void *p, size_t n) { dealloc_sized(p, n, 0, "operator delete"); }
+HZ_CXX void _ZdaPvm(void *p, size_t n) { dealloc_sized(p, n, 0, "operator delete[]"); }
 HZ_CXX void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
 HZ_CXX void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; hz_free(p); }
 HZ_CXX void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
 HZ_CXX void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; hz_free(p); }
-HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { hz_free_sized_new(p, n, a, "operator delete"); }
-HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { hz_free_sized_new(p, n, a, "operator delete[]"); }
+HZ_CXX void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a) { dealloc_sized(p, n, a, "operator delete"); }
+HZ_CXX void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a) { dealloc_sized(p, n, a, "operator delete[]"); }
 HZ_CXX void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
 HZ_CXX void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt) { (void)a; (void)nt; hz_free(p); }
 #endif
+#endif /* HZ_ALLOC_C */
