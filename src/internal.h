@@ -445,7 +445,15 @@ void hz_os_write(int fd, const char *s, size_t n);
 size_t hz_os_rss(void);
 __attribute__((noreturn)) void hz_os_abort(void); /* after a misuse report */
 int hz_os_pid(void);
-int hz_os_open_report(const char *path); /* -errno on failure (errno kept) */
+int hz_os_open_report(const char *path, bool append); /* -errno on failure (errno kept) */
+typedef struct {
+  uint64_t dev, ino;
+} hz_os_file_id_t;
+hz_os_file_id_t hz_os_fd_id(int fd); /* {0, 0}: not open */
+static inline bool hz_os_fd_is(int fd, hz_os_file_id_t id) {
+  hz_os_file_id_t now = hz_os_fd_id(fd);
+  return id.dev != 0 && now.dev == id.dev && now.ino == id.ino;
+}
 size_t hz_os_peak_rss(void);
 void hz_os_sleep_ms(long ms);
 /* The process is ending and other threads may have been stopped holding

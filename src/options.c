@@ -38,7 +38,7 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_CHECK] = {"check", 1, 0, 1, "level",
                        "on a detected misuse (double/invalid free): 1 report and abort, 0 report, leak the block, go on"},
   [HZ_OPTION_STATS_FILE] = {"stats_file", 0, 0, 1, "path",
-                            "write the exit report to this file instead of stderr (implies stats; %p: the pid)", ""},
+                            "append the exit report to this file instead of writing it to stderr (implies stats; %p: the pid)", ""},
   [HZ_OPTION_MMAP_THRESHOLD] = {"mmap_threshold", HZ_LARGE_MAX, HZ_SMALL_MAX, HZ_LARGE_MAX, "bytes",
                                 "requests larger than this are mapped directly (huge blocks); smaller ones share spans"},
   [HZ_OPTION_PAGE_SIZE] = {"page_size", 0, 0, 65536, "bytes",

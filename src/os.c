@@ -208,17 +208,31 @@ size_t hz_os_rss(void) {
 int hz_os_pid(void) { return (int)getpid(); }
 
 /* A descriptor for a report that must outlive the program closing its own:
- * path NULL duplicates stderr, else the file is created (truncated). Kept
- * above 100 so programs that close low descriptors leave it alone. */
-int hz_os_open_report(const char *path) {
+ * path NULL duplicates stderr, else the file is created (truncated, or
+ * appended to). Kept above 100 so programs that close low descriptors
+ * leave it alone; one kept for long is checked with hz_os_fd_is before
+ * use. */
+int hz_os_open_report(const char *path, bool append) {
   int errno_saved = errno;
-  int fd = path ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : 2;
+  int fd = path ? open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644) : 2;
   int kept = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 100) : -1;
   if (kept < 0) kept = -errno;
   if (path && fd >= 0) close(fd);
   errno = errno_saved;
   count(&hz_os_stats.other_calls, 1);
   return kept;
+}
+
+/* What fd refers to, zero if it is not open. A program may close a
+ * descriptor we kept and open another file that gets its number (a shell's
+ * `exec 100>file`, a daemon's closefrom): the report must not go there. */
+hz_os_file_id_t hz_os_fd_id(int fd) {
+  int errno_saved = errno;
+  struct stat st;
+  hz_os_file_id_t id = {0, 0};
+  if (fd >= 0 && fstat(fd, &st) == 0) id = (hz_os_file_id_t){(uint64_t)st.st_dev + 1, (uint64_t)st.st_ino};
+  errno = errno_saved;
+  return id;
 }
 
 size_t hz_os_peak_rss(void) {

@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include <bcrypt.h>
+#include <direct.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <io.h>
@@ -168,12 +169,37 @@ bool hz_os_membarrier(void) {
 
 int hz_os_pid(void) { return (int)GetCurrentProcessId(); }
 
-int hz_os_open_report(const char *path) {
+int hz_os_open_report(const char *path, bool append) {
   int errno_saved = errno;
-  int fd = path ? _open(path, _O_WRONLY | _O_CREAT | _O_TRUNC | _O_NOINHERIT, _S_IREAD | _S_IWRITE) : _dup(2);
+  int fd = path ? _open(path, _O_WRONLY | _O_CREAT | (append ? _O_APPEND : _O_TRUNC) | _O_NOINHERIT,
+                        _S_IREAD | _S_IWRITE)
+                : _dup(2);
   if (fd < 0) fd = -errno;
   errno = errno_saved;
   return fd;
+}
+
+/* (the CRT's stat has no inode: whether fd is open at all) */
+hz_os_file_id_t hz_os_fd_id(int fd) {
+  int errno_saved = errno;
+  struct _stat64 st;
+  hz_os_file_id_t id = {0, 0};
+  if (fd >= 0 && _fstat64(fd, &st) == 0) id = (hz_os_file_id_t){(uint64_t)st.st_dev + 1, (uint64_t)st.st_mode};
+  errno = errno_saved;
+  return id;
+}
+
+void hz_os_close(int fd) {
+  int errno_saved = errno;
+  _close(fd);
+  errno = errno_saved;
+}
+
+bool hz_os_cwd(char *buf, size_t size) {
+  int errno_saved = errno;
+  bool ok = _getcwd(buf, (int)size) != NULL;
+  errno = errno_saved;
+  return ok;
 }
 
 /* ---- threads ---- */

@@ -401,7 +401,7 @@ static void pp_gzip(pp_buf_t *out, const pp_buf_t *in) {
 /* ---- text outputs ---- */
 static int pp_write_file(const char *path, const pp_buf_t *b) {
   if (b->oom) { errno = ENOMEM; return -1; }
-  int fd = hz_os_open_report(path);
+  int fd = hz_os_open_report(path, false);
   if (fd < 0) {
     errno = -fd; /* why open failed (ENOENT, EACCES, ...) */
     return -1;

@@ -398,6 +398,7 @@ HZ_EXPORT int hz_profile_dump(const char *path) {
  * may have closed stderr by then). */
 static char prof_start_dir[4096];
 static int prof_leak_fd = -1;
+static hz_os_file_id_t prof_leak_fd_id; /* (used only while it still refers to this) */
 
 static void prof_fork_child(void) {
   if (!hz_lock_lost_in_fork(&prof_lock)) return;
@@ -417,7 +418,10 @@ __attribute__((constructor)) static void hz_profile_ctor(void) {
   hz_os_atfork_child(prof_fork_child);
   if (hz_os_cwd(prof_start_dir, sizeof prof_start_dir - 1)) strcat(prof_start_dir, "/");
   else prof_start_dir[0] = 0;
-  if (hz_opt(HZ_OPTION_LEAKS)) prof_leak_fd = hz_os_open_report(NULL);
+  if (hz_opt(HZ_OPTION_LEAKS)) {
+    prof_leak_fd = hz_os_open_report(NULL, false);
+    prof_leak_fd_id = hz_os_fd_id(prof_leak_fd);
+  }
 }
 
 __attribute__((destructor)) static void hz_profile_dtor(void) {
@@ -434,7 +438,7 @@ __attribute__((destructor)) static void hz_profile_dtor(void) {
     prof_busy = 1;
     size_t n;
     hz_prof_site_t *sites = prof_snapshot(&n);
-    if (sites != NULL) hz_pprof_leaks(prof_leak_fd >= 0 ? prof_leak_fd : 2, sites, n, hz_opt(HZ_OPTION_PROFILE_RATE));
+    if (sites != NULL) hz_pprof_leaks(hz_os_fd_is(prof_leak_fd, prof_leak_fd_id) ? prof_leak_fd : 2, sites, n, hz_opt(HZ_OPTION_PROFILE_RATE));
     hz_free(sites);
   }
 }

@@ -383,30 +383,66 @@ HZ_EXPORT int hz_version(void) {
   return part[0] * 10000 + part[1] * 100 + part[2];
 }
 
-/* Programs like coreutils close stderr before exiting; when the report is
- * asked for, keep a descriptor of our own for it. The stats file is opened
- * now, so a program that changes directory still writes where it was asked. */
+/* Where the exit report goes. A stats file is opened at exit, in the
+ * directory the program started in (it may change directory), named for
+ * the pid then: a descriptor held from the start was inherited by forked
+ * children, whose reports went into the parent's file, and its number was
+ * one a shell or daemon may give a file of its own. The file is created at
+ * the start, so that a name it cannot have is reported then, and the
+ * report appended to it at exit: the processes of a build or a pipeline
+ * that share the name all leave theirs (%p: a file each). For stderr a duplicate is kept from the start (programs like coreutils
+ * close stderr before exiting), used only if it still refers to what it
+ * did. */
 static int hz_stats_fd = -1;
+static hz_os_file_id_t hz_stats_fd_id;
+static bool hz_stats_to_path;
+static char hz_stats_dir[4096];
+static char hz_stats_buf[32768]; /* a report in one write: reports sharing a file stay whole */
+
+static bool stats_path(char *out, size_t size) {
+  char name[4096];
+  if (!hz_option_path(HZ_OPTION_STATS_FILE, name, sizeof name)) return false;
+  bool absolute = name[0] == '/' || name[0] == '\\' || (name[0] != 0 && name[1] == ':');
+  int n = snprintf(out, size, "%s%s", absolute ? "" : hz_stats_dir, name);
+  return n > 0 && (size_t)n < size;
+}
 
 __attribute__((constructor)) static void hz_stats_ctor(void) {
   hz_init();
   hz_options_late_init();
-  char path[4096];
   if (hz_opt(HZ_OPTION_STATS_FILE)) {
-    if (hz_option_path(HZ_OPTION_STATS_FILE, path, sizeof path) && (hz_stats_fd = hz_os_open_report(path)) >= 0)
-      hz_options[HZ_OPTION_STATS] = 1;
-    else
+    if (hz_os_cwd(hz_stats_dir, sizeof hz_stats_dir - 1)) strcat(hz_stats_dir, "/");
+    else hz_stats_dir[0] = 0;
+    char path[4096 + 4096];
+    int fd = stats_path(path, sizeof path) ? hz_os_open_report(path, true) : -1;
+    if (fd >= 0) {
+      hz_os_close(fd);
+      hz_stats_to_path = true;
+    } else {
       hz_warning("HAKOZUNA_STATS_FILE=\"%s\" cannot be opened for writing; the report goes to stderr",
                  hz_option_get_string(HZ_OPTION_STATS_FILE));
+    }
+    hz_options[HZ_OPTION_STATS] = 1;
   }
-  if (hz_opt(HZ_OPTION_STATS) && hz_stats_fd < 0) hz_stats_fd = hz_os_open_report(NULL);
+  if (hz_opt(HZ_OPTION_STATS) && !hz_stats_to_path) {
+    hz_stats_fd = hz_os_open_report(NULL, false);
+    hz_stats_fd_id = hz_os_fd_id(hz_stats_fd);
+  }
 }
 
 __attribute__((destructor)) static void hz_stats_dtor(void) {
   if (!hz_opt(HZ_OPTION_STATS)) return;
   /* The output hook, when the program set one, takes the place of stderr. */
-  bool to_file = hz_opt(HZ_OPTION_STATS_FILE) || !atomic_load(&hz_output_hook);
-  FILE *f = to_file && hz_stats_fd >= 0 ? fdopen(hz_stats_fd, "w") : NULL;
+  bool to_file = hz_stats_to_path || !atomic_load(&hz_output_hook);
+  int fd = -1;
+  char path[4096 + 4096];
+  if (hz_stats_to_path) {
+    if (stats_path(path, sizeof path)) fd = hz_os_open_report(path, true);
+  } else if (hz_os_fd_is(hz_stats_fd, hz_stats_fd_id)) {
+    fd = hz_stats_fd;
+  }
+  FILE *f = to_file && fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (f) setvbuf(f, hz_stats_buf, _IOFBF, sizeof hz_stats_buf);
   stats_report_to(f ? f : to_file ? stderr : NULL, true);
   if (f) fclose(f);
 }

@@ -71,6 +71,29 @@ set -- "$tmp"/report-*.txt
 [ $# = 1 ] && [ -f "$1" ] || fail "HAKOZUNA_STATS_FILE=$tmp/report-%p.txt: no single report file: $*"
 case $1 in *report-[0-9]*.txt) ;; *) fail "HAKOZUNA_STATS_FILE: %p not replaced by a pid: $1" ;; esac
 grep -q hakozuna "$1" || fail "HAKOZUNA_STATS_FILE: $1 holds no report: $(head -c 300 "$1")"
+# Forked children name their own file (%p), or append their reports, each
+# whole, to a shared one; a program that puts files of its own on high
+# descriptors (a shell's `exec 100>file`) gets none of the report there.
+env -u HAKOZUNA_STATS HAKOZUNA_STATS_FILE="$tmp/fork-%p.txt" "$opts" fork 4 >/dev/null 2>"$tmp/err" ||
+  fail "options fork 4: $(head -c 300 "$tmp/err")"
+set -- "$tmp"/fork-*.txt
+[ $# = 5 ] || fail "HAKOZUNA_STATS_FILE=fork-%p.txt, 5 processes: $# files: $*"
+for f; do
+  [ "$(grep -c 'statistics, pid' "$f")" = 1 ] || fail "$f: not one report: $(grep 'statistics, pid' "$f")"
+done
+env -u HAKOZUNA_STATS HAKOZUNA_STATS_FILE="$tmp/shared.txt" "$opts" fork 4 >/dev/null 2>"$tmp/err"
+[ "$(grep -c 'statistics, pid' "$tmp/shared.txt")" = 5 ] ||
+  fail "HAKOZUNA_STATS_FILE=shared.txt, 5 processes: $(grep -c 'statistics, pid' "$tmp/shared.txt") reports"
+[ "$(grep -c '^hakozuna .* statistics, pid' "$tmp/shared.txt")" = 5 ] &&
+  [ "$(grep -c '^process: ' "$tmp/shared.txt")" = 5 ] ||
+  fail "HAKOZUNA_STATS_FILE=shared.txt: reports interleaved: $(grep -n 'statistics, pid\|^process: ' "$tmp/shared.txt")"
+for how in HAKOZUNA_STATS_FILE="$tmp/clobbered-report.txt" HAKOZUNA_STATS=1; do
+  env -u HAKOZUNA_STATS "$how" "$opts" clobber "$tmp/user.txt" 2>"$tmp/err" || fail "options clobber: $(cat "$tmp/err")"
+  [ "$(cat "$tmp/user.txt")" = userdata ] ||
+    fail "$how, the program's file on descriptor 100: $(head -c 300 "$tmp/user.txt")"
+done
+grep -q 'statistics, pid' "$tmp/clobbered-report.txt" || fail "HAKOZUNA_STATS_FILE with descriptor 100 clobbered: no report"
+grep -q 'statistics, pid' "$tmp/err" || fail "HAKOZUNA_STATS=1 with descriptors 100-163 clobbered: no report on stderr"
 HAKOZUNA_STATS_FILE=/nonexistent-dir/r.txt "$opts" get stats >/dev/null 2>"$tmp/err"
 grep -q STATS_FILE "$tmp/err" && grep -q 'hakozuna' "$tmp/err" ||
   fail "HAKOZUNA_STATS_FILE unwritable: want a warning and the report on stderr: $(head -c 300 "$tmp/err")"

@@ -6,7 +6,12 @@
  *                      HAKOZUNA_<NAME> and reads it back with this)
  *   options names      print the option names, one a line
  *   options alloc N    malloc(N); print "null" or "ok" (env.sh runs it under
- *                      a memory limit with HAKOZUNA_VERBOSE=1) */
+ *                      a memory limit with HAKOZUNA_VERBOSE=1)
+ *   options fork N     fork N children that allocate and exit (each leaves
+ *                      a statistics report), wait for them
+ *   options clobber F  open F onto every descriptor from 100 to 163, as a
+ *                      shell's `exec 100>F` does, and write "userdata" to 100
+ *                      (the exit report must not go there) */
 #include "check.h"
 #include "testutil.h"
 #include "hakozuna.h"
@@ -17,6 +22,11 @@
 #include <malloc.h>
 #endif
 #include <stdint.h>
+#ifndef _WIN32
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 static int by_name(const char *name) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -184,6 +194,31 @@ TEST_MAIN() {
     free(p);
     return 0;
   }
+#ifndef _WIN32
+  if (argc == 3 && strcmp(argv[1], "fork") == 0) {
+    int n = atoi(argv[2]);
+    for (int i = 0; i < n; i++) {
+      pid_t pid = fork();
+      if (!CHECKF(pid >= 0, "fork: %s", strerror(errno))) return 1;
+      if (pid == 0) {
+        free(malloc(100 + (size_t)i));
+        exit(0);
+      }
+    }
+    int status;
+    while (wait(&status) > 0) CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    printf("ok\n");
+    return 0;
+  }
+  if (argc == 3 && strcmp(argv[1], "clobber") == 0) {
+    int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (!CHECKF(fd >= 0, "open %s: %s", argv[2], strerror(errno))) return 1;
+    for (int i = 100; i < 164; i++) CHECK(dup2(fd, i) == i);
+    CHECK(write(100, "userdata\n", 9) == 9);
+    free(malloc(100));
+    return 0;
+  }
+#endif
   test_table();
   test_set();
   test_string();
