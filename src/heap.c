@@ -900,12 +900,17 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
 
 void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true); }
 
+/* Inside a slow path until it is listed: the idle trim, which reads live,
+ * keeps off meanwhile, and the heap is out of it before a thread can adopt
+ * it (busy is the owner's). */
 void hz_heap_abandon(hz_heap_t *h) {
+  hz_heap_enter(h);
   heap_collect(h, true, false);
   hz_lock(&hz_heaps_lock);
   h->live = false;
   h->next_abandoned = hz_heaps_abandoned;
   hz_heaps_abandoned = h;
+  hz_heap_leave(h);
   hz_unlock(&hz_heaps_lock);
 }
 

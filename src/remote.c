@@ -191,7 +191,10 @@ __attribute__((no_sanitize("thread"))) static void trim_one(void *ctx, hz_block_
   uint32_t n = s->trim_inbox;
   if (!(n & TRIM_DECIDED)) {
     bool current = s->kind == HZ_SPAN_SMALL && t->heap->cur[s->cls] == s;
-    bool alone = s->heap == t->heap && !current && (n & TRIM_COUNT) == hz_span_used(s);
+    /* (hz_span_used's sum written out: a call would be instrumented, and
+     * this read races with the owner's frees by design) */
+    uint32_t used = (uint32_t)(s->uses + 1 + (s->unlisted ? HZ_UNLISTED_BIAS : 0));
+    bool alone = s->heap == t->heap && !current && (n & TRIM_COUNT) == used;
     n |= TRIM_DECIDED | (alone ? TRIM_ADOPT : 0);
   }
   n--; /* (the count: zero again once the span's last block went by) */
