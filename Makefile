@@ -47,7 +47,9 @@ CFLAGS_BASE := -std=gnu11 -O2 -g -gdwarf-4 -fPIC -fexceptions -Wall -Wextra -Wno
                -Wno-missing-field-initializers \
                -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
                -fno-semantic-interposition -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
-LDLIBS_LIB := -lpthread
+# (libgcc's unwinder, for the profiler, linked in and hidden: no libgcc_s.so
+# mapped into every process, about 80 KiB of RSS: docs/perf.md §32)
+LDLIBS_LIB := -lpthread -static-libgcc -Wl,--exclude-libs,ALL
 SRCS := $(filter-out src/%_windows.c,$(wildcard src/*.c))
 endif
 CFLAGS  ?=

@@ -22,7 +22,8 @@
  *
  * Stacks come from libgcc's unwinder (_Unwind_Backtrace, the DWARF call
  * frame tables every Debian object carries: right without frame pointers),
- * linked at load time, so a sample never calls dlopen or dlsym. It runs
+ * linked into the library (static libgcc, hidden), so a sample never calls
+ * dlopen or dlsym. It runs
  * before the profile lock is taken and under a per-thread guard: anything it
  * allocates is served unsampled. Stacks are stored once (hash table), as
  * addresses; pprof.c names them when a profile is written. */
