@@ -21,10 +21,10 @@
 /* ---- malloc ---- */
 /* (The safe point first, so that the refill is a tail call: memory that
  * starts waiting during this refill is seen at the next slow path.) */
-static hz_noinline void *refill(hz_heap_t *h, hz_span_t *const *cur) {
+static hz_noinline void *refill(hz_heap_t *h, hz_span_t *const *cur, size_t request) {
   hz_init();
   hz_purge_poll();
-  return hz_heap_alloc_small(h, (uint32_t)(cur - h->cur)); /* (the class: the fast path keeps one register fewer) */
+  return hz_heap_alloc_small(h, (uint32_t)(cur - h->cur), request); /* (the class: the fast path keeps one register fewer) */
 }
 
 /* Who asks: malloc and its family return NULL when out of memory; C++'s
@@ -42,7 +42,7 @@ static void *new_failed(size_t n, size_t align, bool nothrow) { /* (no operator 
 }
 #endif
 static hz_noinline void *refill_new(hz_heap_t *h, hz_span_t *const *cur, size_t n, alloc_ask_t ask) {
-  void *p = refill(h, cur);
+  void *p = refill(h, cur, n);
   return p != NULL ? p : new_failed(n, 0, ask == ASK_NEW_NOTHROW);
 }
 
@@ -59,8 +59,8 @@ static inline void *alloc_class(size_t c, size_t request, alloc_ask_t ask) {
     s->uses++;
     if (!HZ_NOCHECK) b->tag = 0;
     if (hz_unlikely(--h->n.sample_left[c] < 0)) return hz_profile_small(h, b, request);
-  } else if ((b = ask == ASK_MALLOC ? refill(h, cur) : refill_new(h, cur, request, ask)) == NULL) {
-    return NULL;
+  } else {
+    return ask == ASK_MALLOC ? refill(h, cur, request) : refill_new(h, cur, request, ask);
   }
 #if HZ_CHECKED
   hz_checked_on_alloc(b, hz_class_size(c), request);

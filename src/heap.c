@@ -233,11 +233,12 @@ static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) 
 }
 
 /* Put the next few never-used blocks on the free list: touching a page at a
- * time keeps a fresh span's footprint small. */
+ * time (one block, for blocks of a page or more) keeps a fresh span's
+ * footprint small (docs/perf.md §33). */
 static void span_carve(hz_span_t *s) {
   size_t bs = s->block_size;
   size_t n = s->capacity - s->carved, want = hz_os_page_size / bs;
-  if (want < 4) want = 4;
+  if (want < 1) want = 1;
   if (n > want) n = want;
   uintptr_t first = s->start + s->carved * bs;
   hz_block_t *next = s->free;
@@ -475,7 +476,7 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   s->free = hz_next_decode(b, b->next);
   s->uses++;
   if (!HZ_NOCHECK) b->tag = 0;
-  h->n.sample_left[c]--; /* below 0: the next fast-path malloc samples (profile.c) */
+  h->n.sample_left[c]--; /* below 0: hz_heap_alloc_small samples (profile.c) */
   return b;
 }
 
@@ -504,14 +505,23 @@ static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   }
 }
 
-void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c) {
+void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c, size_t request) {
   if (h == &hz_heap_empty || h == &hz_heap_dead) {
     if ((h = heap_setup()) == NULL) goto oom;
   }
   hz_heap_enter(h);
   void *p = heap_alloc_small(h, c);
   hz_heap_leave(h);
-  if (p) return p;
+  if (p) {
+    /* A sampling point that fell due here is taken here, as the fast path
+     * takes its own: a class whose mallocs all refill (fresh blocks of a
+     * span carved one at a time, never freed) is sampled too. */
+    if (hz_unlikely(h->n.sample_left[c] < 0)) return hz_profile_small(h, p, request);
+#if HZ_CHECKED
+    hz_checked_on_alloc(p, hz_class_size(c), request);
+#endif
+    return p;
+  }
 oom:
   hz_verbose("out of memory: no span for %zu-byte blocks", hz_class_size(c));
   errno = ENOMEM;

@@ -513,7 +513,7 @@ void hz_arena_usage(hz_arena_usage_t *u);
 
 /* ---- heap.c ---- */
 void hz_heap_init(void);
-void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls);
+void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls, size_t request); /* sampled or checked as malloc's */
 hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if needed */
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);

@@ -297,10 +297,10 @@ void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
   }
   size_t bs = hz_class_size(c);
   /* The next point is a gap after the one that fell due, not after this
-   * malloc: a point that falls due in a refill is taken by the next
-   * fast-path malloc, and the blocks in between were counted down already
-   * (restarting here read medium classes, refilled every 8 blocks, 4-7% low
-   * at a 64 KiB rate). Below 0, the next malloc samples again. */
+   * malloc: the blocks in between (a refill carves or takes several) were
+   * counted down already (restarting here read medium classes, refilled
+   * every 8 blocks, 4-7% low at a 64 KiB rate). Below 0, the next malloc
+   * samples again. */
   prof_set_left(h, c, prof_gap(bs, rate) + h->n.sample_left[c] + 1);
   if (prof_busy) return prof_unsampled(b, c, request);
   bool zeroed;
