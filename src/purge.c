@@ -61,8 +61,11 @@ static void purge_here(long delay) {
   static _Atomic unsigned polls;
   /* (the clock at every 8th safe point only: a refill is one, and they
    * come every few mallocs; read at each, it cost 3 instructions a
-   * malloc+free pair of 16-32768 bytes) */
-  if ((atomic_fetch_add_explicit(&polls, 1, memory_order_relaxed) & 7) != 0) return;
+   * malloc+free pair of 16-32768 bytes. The count is a load and a store,
+   * not a locked add: a count lost to a race only moves the next look.) */
+  unsigned n = atomic_load_explicit(&polls, memory_order_relaxed);
+  atomic_store_explicit(&polls, n + 1, memory_order_relaxed);
+  if ((n & 7) != 0) return;
   uint64_t now = hz_os_now_ms();
   if (now < atomic_load_explicit(&next_ms, memory_order_relaxed)) return;
   atomic_store_explicit(&next_ms, now + (uint64_t)delay, memory_order_relaxed);
