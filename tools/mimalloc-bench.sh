@@ -106,7 +106,10 @@ names=()
 libs=()
 for a in "$@"; do
   case $a in
-    *=*) names+=("${a%%=*}"); libs+=("${a#*=}") ;;
+    # (made absolute: the commands run in $bin, where a relative path would
+    # make ld.so ignore the preload and the row measure the system allocator)
+    *=?*) names+=("${a%%=*}"); libs+=("$(realpath -e -- "${a#*=}" 2>/dev/null || echo "${a#*=}")") ;;
+    *=) names+=("${a%%=*}"); libs+=("") ;;
     *) echo "allocator '$a' is not NAME=PATH" >&2; exit 2 ;;
   esac
 done
