@@ -53,7 +53,11 @@ LDLIBS_LIB := -lpthread -static-libgcc -Wl,--exclude-libs,ALL
 SRCS := $(filter-out src/%_windows.c,$(wildcard src/*.c))
 endif
 CFLAGS  ?=
-ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS)
+# Layers that run once or on request (reading the options at start-up, the
+# statistics report, the profile writer) are built for size: every process
+# maps their code, and -Os takes 14 KiB off it (docs/perf.md §35).
+HZ_SIZE_SRCS := options stats pprof
+ALL_CFLAGS = $(CFLAGS_BASE) $(if $(filter $(HZ_SIZE_SRCS),$(notdir $*)),-Os) $(CFLAGS)
 
 HDRS := $(wildcard src/*.h) include/hakozuna.h
 OBJS         := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))

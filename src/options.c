@@ -61,13 +61,21 @@ long hz_options[HZ_OPTION_COUNT];
 /* Static storage: options are read before the allocator can allocate. */
 #define HZ_OPTION_STR_MAX 4096
 static char hz_option_str[HZ_OPTION_COUNT][HZ_OPTION_STR_MAX];
+/* Until a string option is set it reads its default from the table: copying
+ * the defaults in wrote two pages of this array in every process (8 KiB of
+ * RSS, docs/perf.md §35). */
+static bool hz_option_str_set[HZ_OPTION_COUNT];
 
 static bool hz_option_is_string(hz_option_t o) { return hz_option_table[o].sdef != NULL; }
+static const char *option_string(hz_option_t o) {
+  return hz_option_str_set[o] ? hz_option_str[o] : hz_option_table[o].sdef;
+}
 
 static bool hz_option_store_string(hz_option_t o, const char *v) {
   size_t n = strlen(v);
   if (n >= HZ_OPTION_STR_MAX) return false;
   memcpy(hz_option_str[o], v, n + 1);
+  hz_option_str_set[o] = true;
   hz_options[o] = n > 0;
   return true;
 }
@@ -136,8 +144,8 @@ static void options_read(void) {
   int errno_saved = errno;
   hz_options_env_seen = environ != NULL;
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
-    hz_options[i] = hz_option_table[i].def;
-    if (hz_option_is_string(i)) hz_option_store_string(i, hz_option_table[i].sdef);
+    hz_options[i] = hz_option_is_string(i) ? hz_option_table[i].sdef[0] != 0 : hz_option_table[i].def;
+    hz_option_str_set[i] = false;
   }
   if (environ != NULL) hz_options_warn_unknown();
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -185,7 +193,7 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
 HZ_EXPORT const char *hz_option_get_string(hz_option_t o) {
   if ((unsigned)o >= HZ_OPTION_COUNT || !hz_option_is_string(o)) { errno = EINVAL; return NULL; }
   hz_options_init();
-  return hz_option_str[o];
+  return option_string(o);
 }
 
 HZ_EXPORT int hz_option_set_string(hz_option_t o, const char *value) {
@@ -198,7 +206,7 @@ HZ_EXPORT int hz_option_set_string(hz_option_t o, const char *value) {
 /* The option's path with %p replaced by the process id and %% by %; false
  * when it is unset or does not fit. */
 bool hz_option_path(hz_option_t o, char *out, size_t size) {
-  const char *s = hz_option_str[o];
+  const char *s = option_string(o);
   size_t n = 0;
   for (; *s && n + 1 < size; s++) {
     if (s[0] == '%' && s[1] == 'p') {
@@ -226,7 +234,7 @@ HZ_EXPORT const char *hz_option_description(hz_option_t o) {
 void hz_options_print(FILE *out) {
   fprintf(out, "options:");
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
-    if (hz_option_is_string(i)) fprintf(out, " %s=\"%s\"", hz_option_table[i].name, hz_option_str[i]);
+    if (hz_option_is_string(i)) fprintf(out, " %s=\"%s\"", hz_option_table[i].name, option_string(i));
     else fprintf(out, " %s=%ld", hz_option_table[i].name, hz_options[i]);
   }
   fputc('\n', out);
