@@ -283,18 +283,40 @@ static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
 }
 
 /* Checked build: a freed large span is made inaccessible (and marked so in
- * its segment) until the span's memory is taken again. */
-static void span_protected(hz_span_t *s, bool inaccessible) {
+ * its segment) until the span's memory is taken again. A marked span may
+ * hold inaccessible pages and is opened before use; opening one that is not
+ * marked would be a wasted call. (Returns whether any slice was marked.) */
+static bool span_mark_protected(hz_span_t *s, bool mark) {
   hz_segment_t *seg = hz_segment_of((void *)s->start);
   bool was = false;
   for (size_t i = s->slice_index, end = i + s->slice_count; i < end;) {
     size_t w = i / 64, n = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
     uint64_t bits = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (i % 64);
-    if (inaccessible) atomic_fetch_or_explicit(&seg->protected_mask[w], bits, memory_order_relaxed);
+    if (mark) atomic_fetch_or_explicit(&seg->protected_mask[w], bits, memory_order_relaxed);
     else was |= (atomic_fetch_and_explicit(&seg->protected_mask[w], ~bits, memory_order_relaxed) & bits) != 0;
     i += n;
   }
-  if (inaccessible || was) hz_os_protect((void *)hz_span_base(s), s->slice_count * HZ_SLICE_SIZE, !inaccessible);
+  return was;
+}
+
+/* Each guard page and closed span splits a mapping in two, and a process
+ * has vm.max_map_count of them (65,530 by default): past that mprotect
+ * fails. Closing a span that way leaves it open, and marked, so that its
+ * live block's guard page is opened with it when it is taken again; a span
+ * that cannot be opened must not be handed out (it was, and the first
+ * write to it crashed: 40,000 live large blocks). False then. */
+static bool span_protected(hz_span_t *s, bool inaccessible) {
+  bool was = span_mark_protected(s, inaccessible);
+  if (!inaccessible && !was) return true;
+  int err = hz_os_protect((void *)hz_span_base(s), s->slice_count * HZ_SLICE_SIZE, !inaccessible);
+  if (err == 0) return true;
+  static _Atomic bool warned;
+  if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
+    hz_warning("mprotect failed (errno %d): the process may be out of memory mappings (vm.max_map_count); "
+               "the checked build's guard pages take one each. Large blocks go unguarded, or fail, until some are freed",
+               -err);
+  if (!inaccessible) span_mark_protected(s, true); /* still closed */
+  return false;
 }
 
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
@@ -316,7 +338,10 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
-  if (HZ_CHECKED && s != NULL) span_protected(s, false);
+  if (HZ_CHECKED && s != NULL && !span_protected(s, false)) {
+    hz_arena_free_span(s); /* closed, as a span the quarantine lets go */
+    return NULL;
+  }
   return s;
 }
 

@@ -438,7 +438,7 @@ void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
 int hz_os_move(void *from, void *to, size_t size);  /* 0; -errno: not moved; 1: moved, `from` a hole */
 void hz_os_advise_huge(void *p, size_t size, bool enable);
-int hz_os_protect(void *p, size_t size, bool accessible);
+int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused (out of mappings) */
 uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
 void hz_os_write(int fd, const char *s, size_t n);

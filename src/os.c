@@ -144,7 +144,7 @@ void hz_os_advise_huge(void *p, size_t size, bool enable) {
 
 int hz_os_protect(void *p, size_t size, bool accessible) {
   int errno_saved = errno;
-  int r = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+  int r = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0 ? 0 : -errno;
   errno = errno_saved;
   count(&hz_os_stats.mprotect_calls, 1);
   return r;

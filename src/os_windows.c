@@ -121,7 +121,7 @@ void hz_os_advise_huge(void *p, size_t size, bool enable) { (void)p, (void)size,
 int hz_os_protect(void *p, size_t size, bool accessible) {
   DWORD old;
   atomic_fetch_add_explicit(&hz_os_stats.mprotect_calls, 1, memory_order_relaxed);
-  return VirtualProtect(p, size, accessible ? PAGE_READWRITE : PAGE_NOACCESS, &old) ? 0 : -1;
+  return VirtualProtect(p, size, accessible ? PAGE_READWRITE : PAGE_NOACCESS, &old) ? 0 : -ENOMEM;
 }
 
 uint64_t hz_os_random(void) {

@@ -220,6 +220,10 @@ else
       t "programs/$prog" 300 - hakozuna "$root/tests/programs/programs.sh" "$prog"
     done
   fi
+  # (~37,000 live large blocks: enough guard pages to use up vm.max_map_count)
+  e heap/maps "the emulator, not the program, owns the mappings counted against vm.max_map_count" h heap/maps 180 "$B/heap/maps"
+  e "heap/maps [checked]" "the emulator, not the program, owns the mappings counted against vm.max_map_count" \
+    t "heap/maps [checked]" 180 "$lib_checked" hakozuna-checked "$B/heap/maps"
   core " [checked]" "$lib_checked" hakozuna-checked api-hz-checked
   # The geometry of 64 KiB-page kernels (arm64, ppc64): spans of whole pages.
   test_env+=(HAKOZUNA_PAGE_SIZE=65536)
