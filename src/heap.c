@@ -257,28 +257,32 @@ static void span_carve(hz_span_t *s) {
 }
 
 
-/* The span cache is the owner's, but the purge thread empties what an idle
- * owner has kept past the purge delay: a spin lock, taken on span-level slow
- * paths only and held for a few list operations. */
-static hz_cold void cache_lock_wait(hz_heap_t *h) {
-  for (unsigned spins = 0; atomic_exchange_explicit(&h->cache_lock, 1, memory_order_acquire); spins++)
-    if (spins >= 64) hz_os_yield(); /* the holder may have lost its core */
-}
-static inline void cache_lock(hz_heap_t *h) {
-  if (hz_unlikely(atomic_exchange_explicit(&h->cache_lock, 1, memory_order_acquire))) cache_lock_wait(h);
-}
-static void cache_unlock(hz_heap_t *h) { atomic_store_explicit(&h->cache_lock, 0, memory_order_release); }
+/* The span cache is the owner's, changed only inside its slow paths (between
+ * hz_heap_enter and hz_heap_leave), and unlocked: the locked exchange a
+ * lock took on every large malloc and free waited for the stores before it
+ * (docs/perf.md §36). The purge thread takes expired spans from it under
+ * the idle trim's claim (hz_heaps_trim_caches). */
+#define HZ_TRIM_BATCH 64 /* heaps claimed per barrier */
+static void heap_flush_cache(hz_heap_t *h, bool all);
+static uint64_t heap_activity(const hz_heap_t *h);
 
+/* An active owner returns its own expired spans, once a purge delay: the
+ * purge thread claims only idle heaps, as a claim makes an owner entering a
+ * slow path wait (for a whole time slice when the purge thread has lost its
+ * core meanwhile). */
+static inline void cache_age(hz_heap_t *h) {
+  uint64_t epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
+  if (hz_likely(epoch == h->cache_looked)) return;
+  h->cache_looked = epoch;
+  if (h->cache_slices) heap_flush_cache(h, false);
+}
 static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
-  /* unlocked peek: only the purge thread may empty it meanwhile */
-  if (slices > HZ_LARGE_MAX_SLICES || __atomic_load_n(&h->cache[slices], __ATOMIC_RELAXED) == NULL) return NULL;
-  cache_lock(h);
+  if (slices > HZ_LARGE_MAX_SLICES) return NULL;
   hz_span_t *s = h->cache[slices];
   if (s != NULL) {
-    __atomic_store_n(&h->cache[slices], s->next, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->cache_slices, h->cache_slices - slices, __ATOMIC_RELAXED);
+    h->cache[slices] = s->next;
+    __atomic_store_n(&h->cache_slices, h->cache_slices - slices, __ATOMIC_RELAXED); /* (read racily: hz_heaps_cache_left) */
   }
-  cache_unlock(h);
   return s;
 }
 
@@ -324,6 +328,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
+  cache_age(h);
   size_t g = hz_span_granule;
   slices = (slices + g - 1) & ~(g - 1);
   if (align < g) align = g;
@@ -421,17 +426,12 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
   if (may_cache && n <= HZ_LARGE_MAX_SLICES) {
-    s->cached_at = hz_os_now_ms();
-    cache_lock(h);
+    s->cached_epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
     size_t before = h->cache_slices;
-    bool fits = before + n <= limit;
-    if (fits) {
+    if (before + n <= limit) {
       s->next = h->cache[n];
-      __atomic_store_n(&h->cache[n], s, __ATOMIC_RELAXED);
+      h->cache[n] = s;
       __atomic_store_n(&h->cache_slices, before + n, __ATOMIC_RELAXED);
-    }
-    cache_unlock(h);
-    if (fits) {
       /* the purge thread returns the cache if we idle */
       if (before == 0) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
       return;
@@ -509,6 +509,7 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
  * ours, carve fresh blocks, or move to another span or a new one. */
 static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   h->n.refill[c]++;
+  cache_age(h);
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
   if (h->outbox_used) hz_remote_flush(h);
   for (;;) {
@@ -588,15 +589,15 @@ void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
 /* ---- collection, thread exit, adoption ---- */
 /* Takes the cached spans (all, or those kept past the purge delay) off the
  * heap's cache and onto *out. */
-static void cache_take_expired_locked(hz_heap_t *h, bool all, hz_span_t **out) {
-  uint64_t now = hz_os_now_ms();
+static void cache_take_expired(hz_heap_t *h, bool all, hz_span_t **out) {
+  uint64_t epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   for (size_t n = 1; n <= HZ_LARGE_MAX_SLICES && h->cache_slices; n++) {
     hz_span_t **link = &h->cache[n];
     while (*link) {
       hz_span_t *s = *link;
-      if (all || (delay >= 0 && now - s->cached_at >= (uint64_t)delay)) {
-        __atomic_store_n(link, s->next, __ATOMIC_RELAXED); /* read unlocked (peeks) */
+      if (all || delay == 0 || (delay > 0 && epoch - s->cached_epoch >= 2)) {
+        *link = s->next;
         __atomic_store_n(&h->cache_slices, h->cache_slices - n, __ATOMIC_RELAXED);
         s->next = *out;
         *out = s;
@@ -616,23 +617,48 @@ static void spans_free(hz_span_t *s) {
 
 static void heap_flush_cache(hz_heap_t *h, bool all) {
   hz_span_t *out = NULL;
-  cache_lock(h);
-  cache_take_expired_locked(h, all, &out);
-  cache_unlock(h);
+  cache_take_expired(h, all, &out);
   spans_free(out);
 }
 
-/* The purge thread: spans that threads have kept in their caches past the
- * purge delay go back to the pools (so an idle thread's cache is returned
- * too). It never waits for a cache: a busy owner is not idle. */
+/* The purge thread: spans that idle threads have kept in their caches past
+ * the purge delay go back to the pools (active owners return theirs:
+ * cache_age). It claims the heaps whose owner made no malloc since its last
+ * look, as the idle trim does, and takes from those whose owner is still
+ * outside its slow paths. Without a barrier on every thread (membarrier
+ * unavailable) idle threads keep their caches, as they keep their partly
+ * used spans. */
+static void caches_take(hz_heap_t **claimed, size_t n, hz_span_t **out) {
+  bool barrier = n != 0 && hz_os_membarrier();
+  for (size_t i = 0; i < n; i++) {
+    hz_heap_t *h = claimed[i];
+    if (barrier && __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE) == 0) {
+      /* (a fork meanwhile: the child drops this cache, maybe torn) */
+      atomic_store_explicit(&h->cache_taking, 1, memory_order_relaxed);
+      atomic_thread_fence(memory_order_release);
+      cache_take_expired(h, false, out);
+      atomic_store_explicit(&h->cache_taking, 0, memory_order_release);
+    }
+    atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_CLAIMED, memory_order_release);
+  }
+}
+
 void hz_heaps_trim_caches(void) {
   hz_span_t *out = NULL;
+  hz_heap_t *claimed[HZ_TRIM_BATCH];
+  size_t n = 0;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     if (!__atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) continue;
-    if (atomic_exchange_explicit(&h->cache_lock, 1, memory_order_acquire)) continue;
-    cache_take_expired_locked(h, false, &out);
-    cache_unlock(h);
+    if (atomic_load_explicit(&h->trim, memory_order_relaxed) & HZ_TRIM_CLAIMED) continue;
+    if (heap_activity(h) != h->trim_activity) continue; /* (hz_heaps_trim_idle keeps it) */
+    atomic_fetch_or_explicit(&h->trim, HZ_TRIM_CLAIMED, memory_order_relaxed);
+    claimed[n++] = h;
+    if (n == HZ_TRIM_BATCH) {
+      caches_take(claimed, n, &out);
+      n = 0;
+    }
   }
+  caches_take(claimed, n, &out);
   spans_free(out);
 }
 
@@ -668,7 +694,6 @@ void hz_heap_block_purge(hz_block_t *b, size_t bs) {
  * (span_untrim). The head itself stays, as the owner's next push links to
  * it. Each relink leaves a whole list, and the pages go last: a fork in the
  * middle loses the child some free blocks, never hands one out twice. */
-#define HZ_TRIM_BATCH 64
 #define HZ_TRIM_SPANS 128    /* spans read per barrier */
 #define HZ_TRIM_BLOCKS 4096  /* the most blocks of a span it looks at */
 /* A heap whose trim found new frees is trimmed again at each look until
@@ -990,12 +1015,12 @@ void hz_heap_fork_child(void) {
   else if (hz_lock_held_here(&hz_heaps_lock)) return;
   hz_heap_t *mine = hz_tls_heap, *abandoned = NULL;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
-    /* a span cache locked by a lost thread (its owner or the purge thread)
-     * may be torn: its spans are lost to the child */
-    if ((h != mine || !h->busy) && atomic_load_explicit(&h->cache_lock, memory_order_relaxed)) {
+    /* a span cache the lost purge thread was taking from may be torn: its
+     * spans are lost to the child (an owner's own changes show as busy) */
+    if (atomic_load_explicit(&h->cache_taking, memory_order_relaxed)) {
       memset(h->cache, 0, sizeof h->cache);
       h->cache_slices = 0;
-      cache_unlock(h);
+      atomic_store_explicit(&h->cache_taking, 0, memory_order_relaxed);
     }
     /* the purge thread, lost, may have claimed it: its trim changes no list */
     atomic_fetch_and_explicit(&h->trim, ~(uint32_t)HZ_TRIM_CLAIMED, memory_order_relaxed);

@@ -192,7 +192,7 @@ typedef struct __attribute__((aligned(128))) hz_span_s {
   uint16_t slice_count;
   uint16_t slice_index;
   struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
-  uint64_t cached_at;           /* ms, while in a heap's span cache */
+  uint64_t cached_epoch;        /* hz_purge_epoch when it entered a heap's span cache */
   /* The owner's: malloc pops and free pushes. */
   hz_block_t *free __attribute__((aligned(64))); /* free blocks (owner only) */
   int32_t uses;                 /* blocks handed out and not yet back, encoded (hz_span_used) */
@@ -355,7 +355,8 @@ typedef struct hz_heap_s {
   uint32_t outbox_used;                 /* outboxes holding blocks */
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
-  _Atomic int cache_lock;               /* owner's slow paths and the purge thread */
+  _Atomic int cache_taking;             /* the purge thread takes expired spans (for a fork's child) */
+  uint64_t cache_looked;                /* hz_purge_epoch when the owner last aged its cache */
   _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
   uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
   uint64_t trim_freed_at;               /* purge thread: ms of its last trim that found blocks freed since the one before */
@@ -493,6 +494,10 @@ void hz_arena_fork_child(void);
 /* Set when memory starts waiting for its purge delay; the purge layer starts
  * its thread at the next safe point (hz_purge_poll). */
 extern _Atomic int hz_purge_pending;
+/* Purge delays counted by the purger's looks (purge.c). Spans in a heap's
+ * cache are stamped with it instead of the clock (a vDSO call on every
+ * retire): a span stamped two delays ago has waited at least one. */
+extern _Atomic uint64_t hz_purge_epoch;
 /* Whether the purge thread runs (purge.c sets it). While it does not, a
  * burst of frees purges what waits over HZ_PURGE_BUDGET itself: the thread
  * ends when idle and a small free may not start it, so a program that

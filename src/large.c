@@ -22,6 +22,18 @@ size_t hz_large_block_size(size_t size) {
   return (size + HZ_LARGE_GUARD + ps - 1) & ~(ps - 1);
 }
 
+/* hz_recip of a span of n slices, kept: not a 64-bit division on every
+ * large malloc. (Filled on first use; racing writers store the same value.) */
+static uint64_t large_recip(size_t n) {
+  static uint64_t table[HZ_LARGE_MAX_SLICES + 1];
+  uint64_t r = __atomic_load_n(&table[n], __ATOMIC_RELAXED);
+  if (hz_unlikely(r == 0)) {
+    r = hz_recip(n * HZ_SLICE_SIZE);
+    __atomic_store_n(&table[n], r, __ATOMIC_RELAXED);
+  }
+  return r;
+}
+
 void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   if (h == &hz_heap_empty || !h->live) h = hz_heap_get();
   size_t bs = h ? hz_large_block_size(size) : 0;
@@ -39,10 +51,10 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->block_size = (uint32_t)bs;
   /* only the span's start is a block (the block-start test with the span's
    * size as divisor) */
-  s->recip = hz_recip(slices * HZ_SLICE_SIZE);
+  s->recip = large_recip(slices);
   s->capacity = s->carved = 1;
   s->uses = 1 - 1 - HZ_UNLISTED_BIAS; /* one block out, unlisted */
-  __atomic_store_n(&s->limit, hz_limit(slices * HZ_SLICE_SIZE, 1), __ATOMIC_RELAXED);
+  __atomic_store_n(&s->limit, s->recip * (slices * HZ_SLICE_SIZE), __ATOMIC_RELAXED); /* hz_limit(span, 1) */
   s->unlisted = 1;
   s->free = NULL;
   *zeroed = s->zeroed;

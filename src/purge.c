@@ -24,6 +24,7 @@
 enum { PURGE_IDLE, PURGE_RUNNING };
 #define hz_purge_state hz_purge_running /* (arena.c reads it: HZ_PURGE_BUDGET) */
 static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
+_Atomic uint64_t hz_purge_epoch;
 
 static void *purge_thread_main(void *arg) {
   (void)arg;
@@ -36,6 +37,7 @@ static void *purge_thread_main(void *arg) {
     hz_arena_purge(false);
     bool huge_left = hz_huge_purge(false);
     hz_heaps_collect_abandoned();
+    atomic_fetch_add_explicit(&hz_purge_epoch, 1, memory_order_relaxed);
     hz_heaps_trim_caches();
     /* Heaps are trimmed once idle for a whole delay: when nothing else is
      * left, one more look if some owner was active at this one. */
@@ -66,10 +68,13 @@ static void purge_here(long delay) {
   unsigned n = atomic_load_explicit(&polls, memory_order_relaxed);
   atomic_store_explicit(&polls, n + 1, memory_order_relaxed);
   if ((n & 7) != 0) return;
-  uint64_t now = hz_os_now_ms();
-  if (now < atomic_load_explicit(&next_ms, memory_order_relaxed)) return;
+  uint64_t now = hz_os_now_ms(), next = atomic_load_explicit(&next_ms, memory_order_relaxed);
+  if (now < next) return;
   atomic_store_explicit(&next_ms, now + (uint64_t)delay, memory_order_relaxed);
   atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
+  /* (the epoch counts delays: a program that idled made no look) */
+  uint64_t delays = next != 0 ? (now - next) / (uint64_t)delay + 1 : 1;
+  atomic_fetch_add_explicit(&hz_purge_epoch, delays, memory_order_relaxed);
   hz_heaps_trim_caches(); /* (their spans wait in the pool one delay more) */
   hz_arena_purge(false);
   bool left = hz_huge_purge(false);
