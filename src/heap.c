@@ -264,16 +264,15 @@ static void span_carve(hz_span_t *s) {
  * the idle trim's claim (hz_heaps_trim_caches). */
 #define HZ_TRIM_BATCH 64 /* heaps claimed per barrier */
 static void heap_flush_cache(hz_heap_t *h, bool all);
-static uint64_t heap_activity(const hz_heap_t *h);
 
-/* An active owner returns its own expired spans, once a purge delay: the
- * purge thread claims only idle heaps, as a claim makes an owner entering a
- * slow path wait (for a whole time slice when the purge thread has lost its
- * core meanwhile). */
+/* An owner in its slow paths returns its own expired spans, once a purge
+ * delay: the purge thread claims only heaps whose owner has not done so for
+ * two, as a claim makes an owner entering a slow path wait (for a whole
+ * time slice when the purge thread has lost its core meanwhile). */
 static inline void cache_age(hz_heap_t *h) {
   uint64_t epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
   if (hz_likely(epoch == h->cache_looked)) return;
-  h->cache_looked = epoch;
+  __atomic_store_n(&h->cache_looked, epoch, __ATOMIC_RELAXED); /* (read by the purge thread) */
   if (h->cache_slices) heap_flush_cache(h, false);
 }
 static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
@@ -621,15 +620,17 @@ static void heap_flush_cache(hz_heap_t *h, bool all) {
   spans_free(out);
 }
 
-/* The purge thread: spans that idle threads have kept in their caches past
- * the purge delay go back to the pools (active owners return theirs:
- * cache_age). It claims the heaps whose owner made no malloc since its last
- * look, as the idle trim does, and takes from those whose owner is still
+/* The purge thread: spans kept in a heap's cache past the purge delay go
+ * back to the pools, an idle thread's too. An owner in its slow paths
+ * returns its own (cache_age); the purge thread claims, as the idle trim
+ * does, the heaps whose owner has not for two purge delays -- it idles, or
+ * makes only fast-path calls -- and takes from those whose owner is still
  * outside its slow paths. Without a barrier on every thread (membarrier
- * unavailable) idle threads keep their caches, as they keep their partly
- * used spans. */
+ * unavailable) those keep their caches, as they keep their partly used
+ * spans, unless no other thread runs (purge_here, at the owner's own safe
+ * point). */
 static void caches_take(hz_heap_t **claimed, size_t n, hz_span_t **out) {
-  bool barrier = n != 0 && hz_os_membarrier();
+  bool barrier = n != 0 && (hz_os_single_threaded() || hz_os_membarrier());
   for (size_t i = 0; i < n; i++) {
     hz_heap_t *h = claimed[i];
     if (barrier && __atomic_load_n(&h->busy, __ATOMIC_ACQUIRE) == 0) {
@@ -644,13 +645,14 @@ static void caches_take(hz_heap_t **claimed, size_t n, hz_span_t **out) {
 }
 
 void hz_heaps_trim_caches(void) {
+  uint64_t epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
   hz_span_t *out = NULL;
   hz_heap_t *claimed[HZ_TRIM_BATCH];
   size_t n = 0;
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     if (!__atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) continue;
     if (atomic_load_explicit(&h->trim, memory_order_relaxed) & HZ_TRIM_CLAIMED) continue;
-    if (heap_activity(h) != h->trim_activity) continue; /* (hz_heaps_trim_idle keeps it) */
+    if (epoch - __atomic_load_n(&h->cache_looked, __ATOMIC_RELAXED) < 2) continue;
     atomic_fetch_or_explicit(&h->trim, HZ_TRIM_CLAIMED, memory_order_relaxed);
     claimed[n++] = h;
     if (n == HZ_TRIM_BATCH) {

@@ -356,7 +356,7 @@ typedef struct hz_heap_s {
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
   _Atomic int cache_taking;             /* the purge thread takes expired spans (for a fork's child) */
-  uint64_t cache_looked;                /* hz_purge_epoch when the owner last aged its cache */
+  uint64_t cache_looked;                /* hz_purge_epoch when the owner last aged its cache (the purge thread reads it) */
   _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
   uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
   uint64_t trim_freed_at;               /* purge thread: ms of its last trim that found blocks freed since the one before */
