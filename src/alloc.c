@@ -28,7 +28,7 @@ static hz_noinline void *refill(hz_heap_t *h, hz_span_t *const *cur, size_t requ
   uint32_t c = (uint32_t)(cur - h->cur); /* (the class: the fast path keeps one register fewer) */
   hz_init();
   if (hz_unlikely(atomic_load_explicit(&hz_purge_pending, memory_order_relaxed)) && (h->n.refill[c] & 7) == 0)
-    hz_purge_start();
+    hz_purge_poll();
   return hz_heap_alloc_small(h, c, request);
 }
 

@@ -131,6 +131,8 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   }
   hz_unlock(&hz_heaps_lock);
   if (h == NULL) return NULL;
+  /* (the program may have become threaded: the next safe point may start the purge thread) */
+  atomic_store_explicit(&hz_purge_skip, 0, memory_order_relaxed);
   /* may allocate (keys beyond 32); the heap is already usable then */
   if (atomic_load_explicit(&hz_heap_key_ready, memory_order_acquire)) hz_os_thread_key_set(hz_heap_key, h);
   return h;

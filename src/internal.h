@@ -632,8 +632,16 @@ void hz_purge_start(void);
 /* A safe point: no allocator lock held, nothing half done. If memory waits
  * for its purge and no purge thread runs, start one (pthread_create
  * allocates: it may not run anywhere deeper). */
+/* Polls to let pass before the next look (purge.c: without the thread, a
+ * look comes at every 8th). */
+extern _Atomic unsigned hz_purge_skip;
 static inline void hz_purge_poll(void) {
-  if (hz_unlikely(atomic_load_explicit(&hz_purge_pending, memory_order_relaxed))) hz_purge_start();
+  if (hz_unlikely(atomic_load_explicit(&hz_purge_pending, memory_order_relaxed)) &&
+      !atomic_load_explicit(&hz_purge_running, memory_order_seq_cst)) { /* (the thread going idle looks at pending) */
+    unsigned skip = atomic_load_explicit(&hz_purge_skip, memory_order_relaxed);
+    if (skip != 0) atomic_store_explicit(&hz_purge_skip, skip - 1, memory_order_relaxed);
+    else hz_purge_start();
+  }
 }
 void hz_purge_fork_child(void);
 

@@ -306,9 +306,6 @@ void hz_os_atfork_child(void (*child)(void)) {
   count(&hz_os_stats.other_calls, 1);
 }
 
-/* A detached helper thread with a small stack and every signal blocked (it
- * must never run a program's signal handler). errno is kept: this runs
- * inside malloc and free. Returns 0 or the pthread_create error. */
 /* True while the program has never run a second thread (glibc 2.32+:
  * __libc_single_threaded, which stays false once one was started). */
 bool hz_os_single_threaded(void) {
@@ -319,6 +316,9 @@ bool hz_os_single_threaded(void) {
 #endif
 }
 
+/* A detached helper thread with a small stack and every signal blocked (it
+ * must never run a program's signal handler). errno is kept: this runs
+ * inside malloc and free. Returns 0 or the pthread_create error. */
 int hz_os_thread_start(void *(*fn)(void *)) {
   int errno_saved = errno;
   sigset_t all, old;

@@ -60,14 +60,6 @@ static void *purge_thread_main(void *arg) {
  * started a thread.) */
 static void purge_here(long delay) {
   static _Atomic uint64_t next_ms;
-  static _Atomic unsigned polls;
-  /* (the clock at every 8th safe point only: a refill is one, and they
-   * come every few mallocs; read at each, it cost 3 instructions a
-   * malloc+free pair of 16-32768 bytes. The count is a load and a store,
-   * not a locked add: a count lost to a race only moves the next look.) */
-  unsigned n = atomic_load_explicit(&polls, memory_order_relaxed);
-  atomic_store_explicit(&polls, n + 1, memory_order_relaxed);
-  if ((n & 7) != 0) return;
   uint64_t now = hz_os_now_ms(), next = atomic_load_explicit(&next_ms, memory_order_relaxed);
   if (now < next) return;
   atomic_store_explicit(&next_ms, now + (uint64_t)delay, memory_order_relaxed);
@@ -81,6 +73,8 @@ static void purge_here(long delay) {
   if (left || hz_arena_dirty() || hz_heaps_cache_left()) atomic_store_explicit(&hz_purge_pending, 1, memory_order_relaxed);
 }
 
+_Atomic unsigned hz_purge_skip;
+
 void hz_purge_start(void) {
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY), mode = hz_opt(HZ_OPTION_PURGE_THREAD);
   if (delay <= 0) {
@@ -93,6 +87,12 @@ void hz_purge_start(void) {
    * tst-mallocfork2); unshare(CLONE_NEWUSER) fails with EINVAL while the
    * thread runs; /proc shows two threads. */
   if (mode == 0 || (mode == 1 && hz_os_single_threaded())) {
+    /* (the clock at every 8th safe point only: read at each, it cost 3
+     * instructions a malloc+free pair of 16-32768 bytes. The skip spares
+     * the others the call: 35 instructions of a large malloc+free's 363,
+     * docs/perf.md §37. A new thread's heap clears it: the program may
+     * have become threaded, and its purge thread starts at the next poll.) */
+    atomic_store_explicit(&hz_purge_skip, 7, memory_order_relaxed);
     purge_here(delay);
     return;
   }
