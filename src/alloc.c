@@ -113,11 +113,7 @@ static inline void *alloc_for(size_t n, alloc_ask_t ask) {
   if (n == 0 && (z = hz_zero_alloc()) != NULL) return z; /* any access faults */
   if (n == 0) n = 1; /* slots ran out: an ordinary block, whose usable size (its request) is not 0 */
 #endif
-  /* (the table's sizes first: one compare on the commonest path) */
-  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE))
-    return alloc_class(hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4], n, ask);
-  if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE))
-    return alloc_class(hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7], n, ask);
+  if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE)) return alloc_class(hz_class_of(n + HZ_CANARY_SIZE), n, ask);
   return ask == ASK_MALLOC ? alloc_big(n, 0, false) : alloc_big_new(n, ask);
 }
 static inline void *alloc(size_t n) { return alloc_for(n, ASK_MALLOC); }
@@ -351,8 +347,7 @@ HZ_EXPORT void *hz_reallocarray(void *p, size_t count, size_t size) {
  * malloc finds it: C++ calls this on every delete of an object. */
 static inline bool dealloc_sized_small(void *p, size_t n, const char *fn) {
   uint32_t c;
-  if (hz_likely(n <= 1024 - HZ_CANARY_SIZE)) c = hz_class_table[(n + HZ_CANARY_SIZE + 15) >> 4];
-  else if (n <= HZ_SMALL_MAX - HZ_CANARY_SIZE) c = hz_class_table_medium[(n + HZ_CANARY_SIZE + 127) >> 7];
+  if (hz_likely(n <= HZ_SMALL_MAX - HZ_CANARY_SIZE)) c = hz_class_of(n + HZ_CANARY_SIZE);
   else return false;
   if (hz_unlikely(!in_spans((uintptr_t)p))) return false;
   hz_span_t *s = hz_span_of(p);

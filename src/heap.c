@@ -31,23 +31,27 @@ static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
 /* hz_class_of_slow(16 * i), constant so that a thread's very first malloc,
  * before hz_init, already picks the right class (hz_heap_init verifies it).
- * (A table by byte, indexed by the size itself, saved malloc an add and a
- * shift but made glibc-simple 13% slower: docs/perf.md §22.) */
-const uint8_t hz_class_table[1024 / 16 + 1] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31, 31};
-/* hz_class_of_slow(128 * i): above 1 KiB every class boundary is a multiple
- * of 128, so this finds the class of 1025..32768 bytes with one load
- * (constant for the same reason as the table above; verified likewise). */
-const uint8_t hz_class_table_medium[HZ_SMALL_MAX / 128 + 1] = {
-    0, 7, 15, 19, 23, 25, 27, 29, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 40, 41, 41, 42, 42, 43, 43, 44, 44,
-    45, 45, 46, 46, 47, 47, 48, 48, 48, 48, 49, 49, 49, 49, 50, 50, 50, 50, 51, 51, 51, 51, 52, 52, 52, 52,
-    53, 53, 53, 53, 54, 54, 54, 54, 55, 55, 55, 55, 56, 56, 56, 56, 56, 56, 56, 56, 57, 57, 57, 57, 57, 57,
-    57, 57, 58, 58, 58, 58, 58, 58, 58, 58, 59, 59, 59, 59, 59, 59, 59, 59, 60, 60, 60, 60, 60, 60, 60, 60,
-    61, 61, 61, 61, 61, 61, 61, 61, 62, 62, 62, 62, 62, 62, 62, 62, 63, 63, 63, 63, 63, 63, 63, 63, 64, 64,
-    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65, 65,
-    65, 65, 65, 65, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 66, 67, 67, 67, 67, 67, 67,
-    67, 67, 67, 67, 67, 67, 67, 67, 67, 67, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68, 68,
-    69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 69, 70, 70, 70, 70, 70, 70, 70, 70, 70, 70,
-    70, 70, 70, 70, 70, 70, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71, 71};
+ * One table for every small size: a second one for sizes over 1 KiB, behind
+ * a compare, cost that compare and its mispredictions on mixed sizes
+ * (docs/perf.md §38). (A table by byte, indexed by the size itself, saved
+ * malloc an add and a shift but made glibc-simple 13% slower: §22.) Above
+ * 1 KiB each class covers 8, 16, ... 128 entries: the runs below. */
+#define R8(c) c, c, c, c, c, c, c, c
+#define R16(c) R8(c), R8(c)
+#define R32(c) R16(c), R16(c)
+#define R64(c) R32(c), R32(c)
+#define R128(c) R64(c), R64(c)
+#define CLASSES8(R, c) R(c), R(c + 1), R(c + 2), R(c + 3), R(c + 4), R(c + 5), R(c + 6), R(c + 7)
+const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1] = {
+    0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23,
+    23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30,
+    31, 31, 31, 31, CLASSES8(R8, 32), CLASSES8(R16, 40), CLASSES8(R32, 48), CLASSES8(R64, 56), CLASSES8(R128, 64)};
+#undef R8
+#undef R16
+#undef R32
+#undef R64
+#undef R128
+#undef CLASSES8
 static char *hz_meta_next, *hz_meta_end;
 
 static void heap_key_destructor(void *arg);
@@ -69,10 +73,8 @@ void hz_heap_page_size_init(void) {
 
 /* Start-up (init.c): class geometry. */
 void hz_heap_init(void) {
-  for (size_t i = 0; i <= 1024 / 16; i++)
+  for (size_t i = 0; i <= HZ_SMALL_MAX / 16; i++)
     if (hz_class_table[i] != hz_class_of_slow(i * 16)) hz_fatal("internal error: class table entry %zu", i);
-  for (size_t i = 0; i <= HZ_SMALL_MAX / 128; i++)
-    if (hz_class_table_medium[i] != hz_class_of_slow(i * 128)) hz_fatal("internal error: medium class table entry %zu", i);
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     /* at least 8 blocks a span, so large classes don't waste a span each */
     size_t n = (8 * hz_class_size(c) + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;

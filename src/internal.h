@@ -97,8 +97,8 @@
 /* Sizes beyond this can never be satisfied (and catch negative ints). */
 #define HZ_MAX_REQUEST (((size_t)1 << 62))
 
-/* Classes of sizes up to 1 KiB by (n + 15) / 16. */
-extern const uint8_t hz_class_table[1024 / 16 + 1];
+/* Classes of sizes up to HZ_SMALL_MAX by (n + 15) / 16. */
+extern const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1];
 
 static inline uint32_t hz_class_of_slow(size_t n) {
   if (n <= 128) return n ? (uint32_t)((n - 1) >> 4) : 0;
@@ -107,12 +107,7 @@ static inline uint32_t hz_class_of_slow(size_t n) {
   return 8 + (k - 7) * 8 + (uint32_t)((m >> (k - 3)) & 7);
 }
 
-/* Classes of 1025..32768 bytes by (n + 127) / 128. */
-extern const uint8_t hz_class_table_medium[HZ_SMALL_MAX / 128 + 1];
-
-static inline uint32_t hz_class_of(size_t n) {
-  return n <= 1024 ? hz_class_table[(n + 15) >> 4] : hz_class_table_medium[(n + 127) >> 7];
-}
+static inline uint32_t hz_class_of(size_t n) { return hz_class_table[(n + 15) >> 4]; }
 
 static inline size_t hz_class_size(uint32_t c) {
   if (c < 8) return (size_t)(c + 1) << 4;
