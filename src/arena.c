@@ -114,7 +114,7 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   if (!hz_os_commit(seg, HZ_SEG_SIZE)) return NULL;
   a->region_next += HZ_SEG_SIZE;
   /* Fresh OS memory is zero: descriptors start as free spans (kind 0). */
-  for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_span[i] = &seg->spans[i];
+  for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_span[i] = hz_seg_span(seg, i);
   mask_put(seg->free_mask, mask_run(1, HZ_SLICES - 1));
   seg->free_slices = HZ_SLICES - 1;
   seg->arena = arena_index;
@@ -135,9 +135,15 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
  * The page holding the bitmaps and the slice table stays. */
 static void segment_purge_spans(hz_segment_t *seg) {
   if (seg->spans_purged || seg->free_slices != HZ_SLICES - 1 || mask_get(seg->dirty_mask)) return;
-  for (size_t i = 1; i < HZ_SLICES; i++) seg->slice_span[i] = &seg->spans[i];
-  hz_os_purge(&seg->spans[1], sizeof seg->spans - sizeof seg->spans[0]);
+  for (size_t i = 1; i < HZ_SLICES; i++) seg->slice_span[i] = hz_seg_span(seg, i);
+  hz_os_purge(hz_seg_span(seg, 1), sizeof seg->spans - 64);
   seg->spans_purged = true;
+}
+
+/* Both lines of a descriptor zero (a free span's), and nothing between. */
+static void span_clear(hz_span_t *s) {
+  memset(s, 0, 64);
+  memset(&s->free, 0, 64);
 }
 
 static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, size_t n) {
@@ -150,9 +156,9 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   a->free_clean_slices -= n - dirty;
   a->dirty_slices -= dirty;
   if (n > dirty) hz_stats_commit((int64_t)((n - dirty) * HZ_SLICE_SIZE));
-  hz_span_t *s = &seg->spans[idx];
+  hz_span_t *s = hz_seg_span(seg, idx);
   for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = s;
-  memset(s, 0, sizeof *s);
+  span_clear(s);
   s->slice_index = (uint16_t)idx;
   s->slice_count = (uint16_t)n;
   s->start = (uintptr_t)seg + idx * HZ_SLICE_SIZE;
@@ -280,7 +286,7 @@ void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
     hz_lock(&a->lock);
     for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next)
       for (size_t j = 1; j < HZ_SLICES; j++) {
-        const hz_span_t *s = &seg->spans[j];
+        const hz_span_t *s = hz_seg_span(seg, j);
         if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += hz_span_used(s) - s->pinned;
       }
     hz_unlock(&a->lock);
@@ -299,7 +305,7 @@ void hz_arena_usage(hz_arena_usage_t *u) {
     for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next) {
       hz_mask_t in_pool = mask_get(seg->free_mask);
       for (size_t j = 1; j < HZ_SLICES; j++) {
-        const hz_span_t *s = &seg->spans[j];
+        const hz_span_t *s = hz_seg_span(seg, j);
         if (seg->slice_span[j] != s) continue; /* not the head of a span */
         uint64_t bytes = (uint64_t)s->slice_count * HZ_SLICE_SIZE;
         if (s->kind == HZ_SPAN_SMALL) {

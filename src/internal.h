@@ -164,46 +164,58 @@ typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
 
 struct hz_heap_s;
 
-/* 128 bytes, aligned: neighbouring descriptors in a segment header belong to
- * spans of different threads, and must not share cache lines. Within one,
- * the first line holds what every thread's free reads, the second what the
- * owner writes on every malloc and free: a remote free reading the first
- * line does not take the second from the owner's cache, nor the owner's
- * next malloc take it back (docs/perf.md §21). */
-typedef struct __attribute__((aligned(128))) hz_span_s {
-  /* Read by frees on any thread; written when the span is set up, carved,
-   * cached or retired. */
-  struct hz_heap_s *heap;       /* owner; NULL while the span is free */
-  uintptr_t start;              /* address of the first block */
-  uint64_t recip;               /* floor(2^64 / block_size) + 1: block-start test */
-  /* carved * delta (hz_span_refuses): no block starts at or past the
-   * carved ones. Grows while other threads free blocks of the span:
-   * accessed relaxed-atomically (a plain load on x86-64 and arm64). */
-  uint64_t limit;
-  uint32_t block_size;
-  uint8_t cls;                  /* size class, or HZ_CLASS_LARGE */
-  uint8_t kind;                 /* hz_span_kind_t */
-  uint8_t zeroed;               /* never-handed-out memory is known zero */
-  uint16_t slice_count;
-  uint16_t slice_index;
-  struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
-  uint64_t cached_epoch;        /* hz_purge_epoch when it entered a heap's span cache */
-  /* The owner's: malloc pops and free pushes. */
-  hz_block_t *free __attribute__((aligned(64))); /* free blocks (owner only) */
-  int32_t uses;                 /* blocks handed out and not yet back, encoded (hz_span_used) */
-  uint8_t unlisted;             /* full: not in its heap's class list */
-  uint8_t pinned;               /* the current span of its class: used has +1 */
-  uint32_t capacity;            /* blocks that fit */
-  uint32_t carved;              /* blocks put on free lists so far */
-  struct hz_span_s *next, *prev; /* class list or cache list */
-  /* Pages the idle trim returned (bit i: the span's i-th page); the free
-   * blocks that start in them are off the list until the owner's next
-   * refill from this span puts them back (heap.c, span_trim_pages). */
-  uint64_t trimmed;
-  hz_block_t *trim_head;        /* purge thread: the list head at its last trim (no free since, no new trim) */
-  uint32_t trim_inbox;          /* purge thread: its blocks in the owner's inbox (remote.c, hz_remote_trim) */
+/* A descriptor is two cache lines HZ_SPAN_OWNER_AT bytes apart: the first
+ * holds what every thread's free reads, the second what the owner writes on
+ * every malloc and free. A segment header keeps all first lines side by
+ * side, then all owners' lines (hz_seg_span): a remote free reading a first
+ * line does not take the owner's line from its cache, nor the owner's next
+ * malloc take it back (docs/perf.md §21). Not as neighbours: Intel's L2
+ * fetches a missed line's 128-byte buddy with it, and a remote free's read
+ * of the first line took the owner's line along (§39). The gap between them
+ * holds other descriptors' lines and is never accessed through this one
+ * (which is never copied nor cleared whole: arena.c, span_clear). */
+#define HZ_SPAN_OWNER_AT ((size_t)HZ_SLICES * 64)
+typedef struct hz_span_s {
+  struct __attribute__((aligned(64))) {
+    /* Read by frees on any thread; written when the span is set up,
+     * carved, cached or retired. */
+    struct hz_heap_s *heap;     /* owner; NULL while the span is free */
+    uintptr_t start;            /* address of the first block */
+    uint64_t recip;             /* floor(2^64 / block_size) + 1: block-start test */
+    /* carved * delta (hz_span_refuses): no block starts at or past the
+     * carved ones. Grows while other threads free blocks of the span:
+     * accessed relaxed-atomically (a plain load on x86-64 and arm64). */
+    uint64_t limit;
+    uint32_t block_size;
+    uint8_t cls;                /* size class, or HZ_CLASS_LARGE */
+    uint8_t kind;               /* hz_span_kind_t */
+    uint8_t zeroed;             /* never-handed-out memory is known zero */
+    uint16_t slice_count;
+    uint16_t slice_index;
+    struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
+    uint64_t cached_epoch;      /* hz_purge_epoch when it entered a heap's span cache */
+  };
+  char gap[HZ_SPAN_OWNER_AT - 64];
+  struct __attribute__((aligned(64))) {
+    /* The owner's: malloc pops and free pushes. */
+    hz_block_t *free;           /* free blocks (owner only) */
+    int32_t uses;               /* blocks handed out and not yet back, encoded (hz_span_used) */
+    uint8_t unlisted;           /* full: not in its heap's class list */
+    uint8_t pinned;             /* the current span of its class: used has +1 */
+    uint32_t capacity;          /* blocks that fit */
+    uint32_t carved;            /* blocks put on free lists so far */
+    struct hz_span_s *next, *prev; /* class list or cache list */
+    /* Pages the idle trim returned (bit i: the span's i-th page); the free
+     * blocks that start in them are off the list until the owner's next
+     * refill from this span puts them back (heap.c, span_trim_pages). */
+    uint64_t trimmed;
+    hz_block_t *trim_head;      /* purge thread: the list head at its last trim (no free since, no new trim) */
+    uint32_t trim_inbox;        /* purge thread: its blocks in the owner's inbox (remote.c, hz_remote_trim) */
+  };
 } hz_span_t;
-_Static_assert(sizeof(hz_span_t) == 128, "span descriptors are two cache lines");
+_Static_assert(offsetof(hz_span_t, free) == HZ_SPAN_OWNER_AT && sizeof(hz_span_t) == HZ_SPAN_OWNER_AT + 64,
+               "a descriptor's two lines");
+
 
 typedef struct hz_segment_s {
   uint64_t free_mask[HZ_SLICES / 64];  /* slices in the global pool */
@@ -215,8 +227,10 @@ typedef struct hz_segment_s {
   bool spans_purged;                   /* all free, purged, descriptors given back (arena.c) */
   _Atomic uint64_t protected_mask[HZ_SLICES / 64]; /* checked build: slices made inaccessible */
   struct hz_span_s *slice_span[HZ_SLICES]; /* slice -> descriptor of its span */
-  hz_span_t spans[HZ_SLICES];          /* descriptor of a span at its head */
+  /* The descriptor of a span at its head slice (hz_seg_span): first lines, then owners' lines */
+  _Alignas(128) unsigned char spans[2 * HZ_SPAN_OWNER_AT];
 } hz_segment_t;
+static inline hz_span_t *hz_seg_span(hz_segment_t *seg, size_t i) { return (hz_span_t *)(seg->spans + 64 * i); }
 
 _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice 0");
 
