@@ -26,7 +26,7 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 
 # Tests that use only the standard API: run preloaded (or on glibc).
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
-                  threads/churn threads/lastexit threads/join init/ctor init/dlopen misuse/misuse \
+                  threads/churn threads/lastexit threads/join threads/smallstack init/ctor init/dlopen misuse/misuse \
                   init/reenter init/fork_stdio init/fork_signal purge/trim purge/errno \
                   purge/collect misuse/hardened heap/maps)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \

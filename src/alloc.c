@@ -465,26 +465,25 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
 /* ---- glibc extras that read our own counters ---- */
 static int hz_trim(size_t pad) {
   (void)pad;
-  hz_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
-  hz_stats_get(&before);
+  uint64_t before = atomic_load_explicit(&hz_os_stats.bytes_returned, memory_order_relaxed);
   hz_collect(1);
-  hz_stats_get(&after);
-  return after.bytes_returned > before.bytes_returned;
+  return atomic_load_explicit(&hz_os_stats.bytes_returned, memory_order_relaxed) > before;
 }
 
 static struct mallinfo2 hz_mallinfo2(void) {
-  hz_stats_t st = {.size = sizeof st};
-  hz_stats_get(&st);
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
+  hz_stats_t *st = hz_stats_new();
+  if (st == NULL) return mi;
   /* As glibc's: arena and uordblks leave out the mapped (huge) blocks,
    * which hblkhd counts; programs add uordblks and hblkhd. */
-  mi.arena = st.bytes_committed > st.huge_live_bytes ? st.bytes_committed - st.huge_live_bytes : 0;
-  mi.hblks = st.huge_allocs - st.huge_frees;
-  mi.hblkhd = st.huge_live_bytes;
-  mi.uordblks = st.bytes_in_use > st.huge_live_bytes ? st.bytes_in_use - st.huge_live_bytes : 0;
+  mi.arena = st->bytes_committed > st->huge_live_bytes ? st->bytes_committed - st->huge_live_bytes : 0;
+  mi.hblks = st->huge_allocs - st->huge_frees;
+  mi.hblkhd = st->huge_live_bytes;
+  mi.uordblks = st->bytes_in_use > st->huge_live_bytes ? st->bytes_in_use - st->huge_live_bytes : 0;
   mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
-  mi.usmblks = st.peak_rss;
+  mi.usmblks = st->peak_rss;
+  hz_free(st);
   return mi;
 }
 

@@ -635,6 +635,7 @@ void hz_output(const char *msg, size_t n); /* to the output hook or stderr */
 void hz_output_text(const char *buf, size_t n); /* many lines: a hook call per line */
 bool hz_output_hooked(void);
 void hz_stats_malloc_info(FILE *out);      /* malloc_info(0, out) */
+hz_stats_t *hz_stats_new(void);           /* hz_malloc'ed (hz_free it); NULL: ENOMEM */
 
 /* ---- purge.c ---- */
 void hz_purge_start(void);

@@ -65,11 +65,10 @@ static void os_unmap(void *p, size_t size) {
 }
 
 /* Map size bytes aligned to align (a power of two >= page size). Over-map and
- * trim, because mmap only promises page alignment. NORESERVE: pages cost
- * nothing until touched, so reserving address space ahead is free. */
-void *hz_os_map(size_t size, size_t align) {
+ * trim, because mmap only promises page alignment. */
+static void *os_map(size_t size, size_t align, int flags) {
   int errno_saved = errno;
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  flags |= MAP_PRIVATE | MAP_ANONYMOUS;
   size_t extra = align > hz_os_page_size ? align : 0;
   if (size + extra < size) return NULL;
   void *p = mmap(NULL, size + extra, PROT_READ | PROT_WRITE, flags, -1, 0);
@@ -88,7 +87,14 @@ void *hz_os_map(size_t size, size_t align) {
   return p;
 }
 
-void *hz_os_reserve(size_t size, size_t align) { return hz_os_map(size, align); }
+/* Charged against the commit limit, as glibc's own mappings are: under the
+ * default heuristic overcommit a request larger than memory and swap fails
+ * with ENOMEM (a program that asked for 2^46 bytes to see malloc fail got
+ * them, and the OOM killer ended it when it used them). */
+void *hz_os_map(size_t size, size_t align) { return os_map(size, align, 0); }
+/* NORESERVE: the arena's regions of segments are address space taken ahead;
+ * their pages cost nothing until touched. */
+void *hz_os_reserve(size_t size, size_t align) { return os_map(size, align, MAP_NORESERVE); }
 bool hz_os_commit(void *p, size_t size) { (void)p, (void)size; return true; }
 
 /* Memory given back with munmap counts as returned, like madvise's. */

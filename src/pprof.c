@@ -474,9 +474,11 @@ int hz_pprof_write(const char *path, const hz_prof_site_t *sites, size_t n, long
   memset(sy, 0, sizeof *sy);
   int rc = -1;
   pp_buf_t pb = {0}, gz = {0}, txt = {0};
-  char base[4096], other[4200];
+  struct { char base[4096], other[4200]; } *nm = hz_malloc(sizeof *nm); /* (not on a small stack) */
+  char *base = nm ? nm->base : NULL, *other = nm ? nm->other : NULL;
   size_t len = strlen(path);
-  if (len >= sizeof base) { errno = ENAMETOOLONG; goto out; }
+  if (nm == NULL) { errno = ENOMEM; goto out; }
+  if (len >= sizeof nm->base) { errno = ENAMETOOLONG; goto out; }
   memcpy(base, path, len + 1);
   if (len > 6 && strcmp(base + len - 6, ".pb.gz") == 0) base[len - 6] = 0;
   if (!pp_symbolize(sy, sites, n)) { errno = ENOMEM; goto out; }
@@ -487,7 +489,7 @@ int hz_pprof_write(const char *path, const hz_prof_site_t *sites, size_t n, long
   for (int live = 1; live >= 0; live--) {
     txt.n = 0;
     pp_folded(&txt, sy, sites, n, live);
-    snprintf(other, sizeof other, "%s%s", base, live ? ".folded" : ".alloc.folded");
+    snprintf(other, sizeof nm->other, "%s%s", base, live ? ".folded" : ".alloc.folded");
     if (pp_write_file(other, &txt) != 0) goto out;
   }
   txt.n = 0;
@@ -498,9 +500,10 @@ int hz_pprof_write(const char *path, const hz_prof_site_t *sites, size_t n, long
              hz_os_pid(), rate, n, samples, path);
   pp_table(&txt, sy, sites, n, true);
   pp_table(&txt, sy, sites, n, false);
-  snprintf(other, sizeof other, "%s.txt", base);
+  snprintf(other, sizeof nm->other, "%s.txt", base);
   rc = pp_write_file(other, &txt);
 out:
+  hz_free(nm);
   pp_syms_free(sy);
   hz_free(sy);
   hz_free(pb.p);

@@ -372,10 +372,13 @@ static hz_prof_site_t *prof_snapshot(size_t *count) {
 }
 
 HZ_EXPORT int hz_profile_dump(const char *path) {
-  char buf[4096];
+  enum { PATH_LEN = 4096 };
+  char *buf = NULL; /* (not on the stack, which may be a thread's small one: 16 KiB) */
   hz_init();
   if (path == NULL) {
-    if (!hz_option_path(HZ_OPTION_PROFILE_FILE, buf, sizeof buf)) {
+    if ((buf = hz_malloc(PATH_LEN)) == NULL) return -1;
+    if (!hz_option_path(HZ_OPTION_PROFILE_FILE, buf, PATH_LEN)) {
+      hz_free(buf);
       errno = EINVAL;
       return -1;
     }
@@ -389,6 +392,7 @@ HZ_EXPORT int hz_profile_dump(const char *path) {
   if (sites == NULL) errno = ENOMEM;
   else rc = hz_pprof_write(path, sites, n, hz_opt(HZ_OPTION_PROFILE_RATE));
   hz_free(sites);
+  hz_free(buf);
   prof_busy = busy;
   return rc;
 }
@@ -427,7 +431,7 @@ __attribute__((constructor)) static void hz_profile_ctor(void) {
 
 __attribute__((destructor)) static void hz_profile_dtor(void) {
   if (hz_opt(HZ_OPTION_PROFILE)) {
-    char path[4096], full[8192];
+    static char path[4096], full[8192]; /* (it runs once, maybe on a thread's small stack) */
     if (!hz_option_path(HZ_OPTION_PROFILE_FILE, path, sizeof path)) {
       hz_warning("HAKOZUNA_PROFILE_FILE is empty or too long; no profile written");
     } else {

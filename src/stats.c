@@ -42,13 +42,24 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
     errno = EINVAL;
     return -1;
   }
-  size_t size = out->size < sizeof(hz_stats_t) ? out->size : sizeof(hz_stats_t);
-  hz_stats_t st = {.size = sizeof st};
-  stats_get(&st);
-  if (size < sizeof st) st.version = 1;
-  st.size = (uint32_t)size;
-  memcpy(out, &st, size);
+  if (out->size >= sizeof(hz_stats_t)) return stats_get(out);
+  hz_stats_t *st = hz_stats_new();
+  if (st == NULL) return -1;
+  st->version = 1;
+  st->size = out->size;
+  memcpy(out, st, out->size);
+  hz_free(st);
   return 0;
+}
+
+/* The statistics in a block of our own, NULL (ENOMEM) if none: the struct is
+ * 5.6 KiB, and malloc_trim, mallinfo2 and the reports may run on a thread's
+ * stack of 16 KiB (PTHREAD_STACK_MIN), which a few copies overflowed. */
+hz_stats_t *hz_stats_new(void) {
+  hz_stats_t *st = hz_malloc(sizeof *st);
+  if (st != NULL) stats_get(st);
+  else errno = ENOMEM;
+  return st;
 }
 
 /* Where committed memory that holds no live block is, the blocks live and
@@ -166,15 +177,15 @@ static const char *human(char buf[16], uint64_t b) {
 /* The report: the options in effect, a row per size class in use (blocks,
  * then bytes), where the memory is, and at exit the blocks never freed. */
 static void stats_report(FILE *f, bool at_exit) {
-  hz_stats_t st = {.size = sizeof st};
-  if (hz_stats_get(&st) != 0) return;
+  hz_stats_t *st = hz_stats_new();
+  if (st == NULL) return;
   char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
   fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, hz_os_pid());
   hz_options_print(f);
   fprintf(f, "%7s %10s %10s %12s %12s %12s %10s %9s %9s %9s\n", "block", "live", "peak*", "mallocs", "frees",
           "remote", "refills", "allocB", "liveB", "peak*B");
-  for (uint32_t c = 0; c < st.class_count; c++) {
-    const hz_class_stats_t *cs = &st.classes[c];
+  for (uint32_t c = 0; c < st->class_count; c++) {
+    const hz_class_stats_t *cs = &st->classes[c];
     if (cs->mallocs == 0 && cs->frees == 0) continue;
     fprintf(f, "%7zu %10llu %10llu %12llu %12llu %12llu %10llu %9s %9s %9s\n", cs->block_size,
             (unsigned long long)cs->live, (unsigned long long)cs->peak, (unsigned long long)cs->mallocs,
@@ -183,31 +194,32 @@ static void stats_report(FILE *f, bool at_exit) {
             human(b3, cs->peak * cs->block_size));
   }
   fprintf(f, "  large %10llu %10s %12llu %12llu %12s %10s %9s %9s\n",
-          (unsigned long long)(st.large_allocs - st.large_frees), "-", (unsigned long long)st.large_allocs,
-          (unsigned long long)st.large_frees, "-", "-", "-", human(b1, st.large_live_bytes));
+          (unsigned long long)(st->large_allocs - st->large_frees), "-", (unsigned long long)st->large_allocs,
+          (unsigned long long)st->large_frees, "-", "-", "-", human(b1, st->large_live_bytes));
   fprintf(f, "   huge %10llu %10s %12llu %12llu %12s %10s %9s %9s\n",
-          (unsigned long long)(st.huge_allocs - st.huge_frees), "-", (unsigned long long)st.huge_allocs,
-          (unsigned long long)st.huge_frees, "-", "-", "-", human(b1, st.huge_live_bytes));
+          (unsigned long long)(st->huge_allocs - st->huge_frees), "-", (unsigned long long)st->huge_allocs,
+          (unsigned long long)st->huge_frees, "-", "-", "-", human(b1, st->huge_live_bytes));
   fprintf(f, "  * peak: most blocks of the class in spans at once, summed over thread heaps (at least the\n"
              "    most ever live at once); allocB, liveB, peak*B: those counts times the block size\n");
   fprintf(f, "bytes: %s allocated in all, %s live in %llu blocks; committed %s now, %s at most\n",
-          human(b1, st.bytes_allocated), human(b2, st.bytes_in_use), (unsigned long long)st.blocks_live,
-          human(b3, st.bytes_committed), human(b4, st.bytes_committed_peak));
+          human(b1, st->bytes_allocated), human(b2, st->bytes_in_use), (unsigned long long)st->blocks_live,
+          human(b3, st->bytes_committed), human(b4, st->bytes_committed_peak));
   fprintf(f, "memory: %.1f MiB reserved, %.1f MiB committed, %.1f MiB in use, %.1f MiB returned to the OS\n",
-          mib(st.bytes_reserved), mib(st.bytes_committed), mib(st.bytes_in_use), mib(st.bytes_returned));
+          mib(st->bytes_reserved), mib(st->bytes_committed), mib(st->bytes_in_use), mib(st->bytes_returned));
   fprintf(f, "committed, not in use: %s free in spans in use, %s empty spans kept, %s span caches, "
              "%s huge cache, %s purge backlog; %s metadata\n",
-          human(b1, st.unused_in_spans), human(b2, st.unused_empty_spans), human(b3, st.unused_span_cache),
-          human(b4, st.unused_huge_cache), human(b5, st.unused_purge_backlog), human(b6, st.metadata));
-  fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st.current_rss),
-          mib(st.peak_rss), st.thread_count, (unsigned long long)st.segments);
+          human(b1, st->unused_in_spans), human(b2, st->unused_empty_spans), human(b3, st->unused_span_cache),
+          human(b4, st->unused_huge_cache), human(b5, st->unused_purge_backlog), human(b6, st->metadata));
+  fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st->current_rss),
+          mib(st->peak_rss), st->thread_count, (unsigned long long)st->segments);
   fprintf(f, "os calls: %llu mmap, %llu munmap, %llu madvise, %llu mprotect, %llu other\n",
-          (unsigned long long)st.mmap_calls, (unsigned long long)st.munmap_calls,
-          (unsigned long long)st.madvise_calls, (unsigned long long)st.mprotect_calls,
-          (unsigned long long)st.other_os_calls);
+          (unsigned long long)st->mmap_calls, (unsigned long long)st->munmap_calls,
+          (unsigned long long)st->madvise_calls, (unsigned long long)st->mprotect_calls,
+          (unsigned long long)st->other_os_calls);
   if (at_exit)
-    fprintf(f, "%llu blocks (%s) still live at exit\n", (unsigned long long)st.blocks_live,
-            human(b1, st.bytes_in_use));
+    fprintf(f, "%llu blocks (%s) still live at exit\n", (unsigned long long)st->blocks_live,
+            human(b1, st->bytes_in_use));
+  hz_free(st);
 }
 
 /* malloc_info(): glibc's XML layout, so tools that parse glibc's output read
@@ -231,19 +243,19 @@ static void info_system(FILE *out, const hz_stats_t *st) {
 }
 
 void hz_stats_malloc_info(FILE *out) {
-  hz_stats_t st = {.size = sizeof st};
-  if (hz_stats_get(&st) != 0) return;
+  hz_stats_t *st = hz_stats_new();
+  if (st == NULL) return;
   uint64_t capacity[HZ_NCLASS] = {0};
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all)
     for (int c = 0; c < HZ_NCLASS; c++) capacity[c] += h->n.span_blocks[c];
   uint64_t free_count = 0;
-  uint64_t unused = st.unused_in_spans + st.unused_empty_spans + st.unused_span_cache + st.unused_huge_cache +
-                    st.unused_purge_backlog;
+  uint64_t unused = st->unused_in_spans + st->unused_empty_spans + st->unused_span_cache + st->unused_huge_cache +
+                    st->unused_purge_backlog;
   fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
   size_t from = 1;
-  for (uint32_t c = 0; c < st.class_count; c++) {
-    size_t to = st.classes[c].block_size;
-    uint64_t n = capacity[c] > st.classes[c].live ? capacity[c] - st.classes[c].live : 0;
+  for (uint32_t c = 0; c < st->class_count; c++) {
+    size_t to = st->classes[c].block_size;
+    uint64_t n = capacity[c] > st->classes[c].live ? capacity[c] - st->classes[c].live : 0;
     if (n) fprintf(out, "  <size from=\"%zu\" to=\"%zu\" total=\"%llu\" count=\"%llu\"/>\n", from, to,
                    (unsigned long long)(n * to), (unsigned long long)n);
     free_count += n;
@@ -251,11 +263,12 @@ void hz_stats_malloc_info(FILE *out) {
   }
   fprintf(out, "</sizes>\n");
   info_totals(out, free_count, unused, NULL);
-  info_system(out, &st);
+  info_system(out, st);
   fprintf(out, "</heap>\n");
-  info_totals(out, free_count, unused, &st);
-  info_system(out, &st);
+  info_totals(out, free_count, unused, st);
+  info_system(out, st);
   fprintf(out, "</malloc>\n");
+  hz_free(st);
 }
 
 /* ---- messages to the program's hooks ---- */
@@ -343,18 +356,18 @@ static void outf(hz_out_t *o, const char *fmt, ...) {
 }
 
 HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
-  hz_stats_t st = {.size = sizeof st};
-  hz_stats_get(&st);
   hz_out_t o = {buf, len, 0};
   if (buf && len) buf[0] = 0;
-  outf(&o, "{\"version\":%u,\"allocator\":\"hakozuna %s\"", st.version, HZ_LIB_VERSION);
-#define HZ_JSON_FIELD(f) outf(&o, ",\"" #f "\":%llu", (unsigned long long)st.f);
+  hz_stats_t *st = hz_stats_new();
+  if (st == NULL) return 0;
+  outf(&o, "{\"version\":%u,\"allocator\":\"hakozuna %s\"", st->version, HZ_LIB_VERSION);
+#define HZ_JSON_FIELD(f) outf(&o, ",\"" #f "\":%llu", (unsigned long long)st->f);
   HZ_STATS_SCALARS(HZ_JSON_FIELD)
 #undef HZ_JSON_FIELD
   outf(&o, ",\"classes\":[");
   bool first = true;
-  for (uint32_t c = 0; c < st.class_count; c++) {
-    const hz_class_stats_t *cs = &st.classes[c];
+  for (uint32_t c = 0; c < st->class_count; c++) {
+    const hz_class_stats_t *cs = &st->classes[c];
     if (cs->mallocs == 0 && cs->frees == 0) continue;
     outf(&o, "%s{\"block_size\":%zu,\"live\":%llu,\"peak\":%llu,\"mallocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,"
              "\"refills\":%llu",
@@ -367,6 +380,7 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
     first = false;
   }
   outf(&o, "]}");
+  hz_free(st);
   return o.pos;
 }
 
@@ -399,8 +413,11 @@ static bool hz_stats_to_path;
 static char hz_stats_dir[4096];
 static char hz_stats_buf[32768]; /* a report in one write: reports sharing a file stay whole */
 
+/* (static buffers: the constructor and the destructor, which use them, run
+ * once, and the destructor possibly on a thread's small stack) */
+static char hz_stats_path[4096 + 4096];
 static bool stats_path(char *out, size_t size) {
-  char name[4096];
+  static char name[4096];
   if (!hz_option_path(HZ_OPTION_STATS_FILE, name, sizeof name)) return false;
   bool absolute = name[0] == '/' || name[0] == '\\' || (name[0] != 0 && name[1] == ':');
   int n = snprintf(out, size, "%s%s", absolute ? "" : hz_stats_dir, name);
@@ -413,8 +430,8 @@ __attribute__((constructor)) static void hz_stats_ctor(void) {
   if (hz_opt(HZ_OPTION_STATS_FILE)) {
     if (hz_os_cwd(hz_stats_dir, sizeof hz_stats_dir - 1)) strcat(hz_stats_dir, "/");
     else hz_stats_dir[0] = 0;
-    char path[4096 + 4096];
-    int fd = stats_path(path, sizeof path) ? hz_os_open_report(path, true) : -1;
+    char *path = hz_stats_path;
+    int fd = stats_path(path, sizeof hz_stats_path) ? hz_os_open_report(path, true) : -1;
     if (fd >= 0) {
       hz_os_close(fd);
       hz_stats_to_path = true;
@@ -435,9 +452,9 @@ __attribute__((destructor)) static void hz_stats_dtor(void) {
   /* The output hook, when the program set one, takes the place of stderr. */
   bool to_file = hz_stats_to_path || !atomic_load(&hz_output_hook);
   int fd = -1;
-  char path[4096 + 4096];
+  char *path = hz_stats_path;
   if (hz_stats_to_path) {
-    if (stats_path(path, sizeof path)) fd = hz_os_open_report(path, true);
+    if (stats_path(path, sizeof hz_stats_path)) fd = hz_os_open_report(path, true);
   } else if (hz_os_fd_is(hz_stats_fd, hz_stats_fd_id)) {
     fd = hz_stats_fd;
   }

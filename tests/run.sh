@@ -126,6 +126,7 @@ if [ $mode = glibc ]; then
   g threads/churn 120 "$B/threads/churn"
   g threads/lastexit 60 "$B/threads/lastexit"
   g threads/join 60 "$B/threads/join"
+  g threads/smallstack 60 "$B/threads/smallstack"
   g init/ctor 60 "$B/init/ctor"
   g init/dlopen 60 "$B/init/dlopen"
   g init/fork_stdio 120 "$B/init/fork_stdio"
@@ -182,6 +183,7 @@ else
   e() { # e NAME REASON COMMAND...: the test, or SKIP REASON when emulated
     if [ -n "$emulator" ]; then skip "$1" "qemu-user: $2"; else "${@:3}"; fi
   }
+  e threads/smallstack "execs /proc/self/exe (no binfmt for arm64 here)" h threads/smallstack 60 "$B/threads/smallstack"
   e init/reenter "execs /proc/self/exe (no binfmt for arm64 here)" \
     t init/reenter 90 - glibc "$B/init/reenter" "$B/init/liballocshim.so"
   e init/fork_stdio "aborts in children forked while threads run" h init/fork_stdio 120 "$B/init/fork_stdio"

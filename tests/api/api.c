@@ -14,6 +14,7 @@
 
 #ifndef _WIN32
 #include <dirent.h>
+#include <sys/mman.h>
 #endif
 #include <errno.h>
 #include <pthread.h>
@@ -346,6 +347,29 @@ static void test_impossible(const api_t *A) {
     CHECKF(rc == ENOMEM && errno == ENOMEM, "%s posix_memalign(1<<62, 64) = %d, errno %d",
            A->name, rc, errno);
   }
+
+#ifndef _WIN32
+  /* More than memory and swap: wherever the kernel refuses a mapping of that
+   * size charged against its commit limit (the default heuristic overcommit,
+   * or strict), malloc must fail as glibc's does, not hand out memory that
+   * the OOM killer ends the program for (it did: MAP_NORESERVE). Under
+   * vm.overcommit_memory=1 the kernel grants it, and so may malloc. */
+  size_t beyond = (size_t)1 << 46;
+  void *m = mmap(NULL, beyond, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    EXPECT_ENOMEM(A, A->malloc(tu_opaque(beyond)));
+    EXPECT_ENOMEM(A, A->calloc(tu_opaque(beyond / 16), tu_opaque(16)));
+    void *p = A->malloc(tu_opaque(8 * MiB));
+    if (good_block(A, p, 8 * MiB, "malloc")) {
+      EXPECT_ENOMEM(A, A->realloc(p, tu_opaque(beyond)));
+      A->free(p);
+    }
+  } else {
+    munmap(m, beyond);
+    fprintf(stderr, "note: the kernel maps %zu bytes (vm.overcommit_memory=1?): "
+            "malloc of more than memory and swap not checked\n", beyond);
+  }
+#endif
 
   /* A failed realloc/reallocarray leaves the old block as it was. */
   static const size_t olds[] = {48, 20 * KiB, 200 * KiB, 16 * MiB};
