@@ -26,11 +26,12 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 
 # Tests that use only the standard API: run preloaded (or on glibc).
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
-                  threads/churn threads/lastexit threads/join threads/smallstack init/ctor init/dlopen misuse/misuse \
+                  threads/churn threads/lastexit threads/join threads/join_tls threads/smallstack init/ctor init/dlopen misuse/misuse \
                   init/reenter init/fork_stdio init/fork_signal purge/trim purge/errno \
                   purge/collect misuse/hardened heap/maps)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so \
+                    $(TEST_DIR)/threads/libjointls.so \
                     $(TEST_DIR)/options/libnothreads.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
@@ -67,6 +68,10 @@ $(TEST_DIR)/init/libdlhelper.so: tests/init/dlopen_lib.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
 $(TEST_DIR)/init/dlopen: $(TEST_DIR)/init/libdlhelper.so
+$(TEST_DIR)/threads/libjointls.so: tests/threads/join_tls_lib.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
+$(TEST_DIR)/threads/join_tls: $(TEST_DIR)/threads/libjointls.so
 $(TEST_DIR)/init/liballocshim.so: tests/init/alloc_shim.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@

@@ -148,7 +148,7 @@ static hz_noinline void free_rare(void *p, const char *fn) {
   else if (m == HZ_MAP_ZERO) hz_zero_free(p, fn);
 #endif
   else hz_check_span_ptr(p, fn); /* reports */
-  hz_purge_poll();
+  hz_purge_poll_tls_free();
 }
 
 static hz_noinline void free_remote_slow(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
@@ -195,14 +195,16 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
 #endif
     if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
     if (hz_unlikely(hz_span_push(s, b))) {
-      bool large = s->kind == HZ_SPAN_LARGE;
+      bool large = s->kind == HZ_SPAN_LARGE, sampled = s->sample != NULL;
       hz_heap_free_slow(h, s);
       /* Only a large block's free may start the purge thread: glibc frees
        * small blocks (a joined thread's TLS vector) holding the lock that
        * pthread_create takes, and starting it there deadlocked (200 threads
-       * joined: 5 hangs in 5). Memory that small frees leave waiting is
-       * seen at the next malloc slow path. */
-      if (large) hz_purge_poll();
+       * joined: 5 hangs in 5); a sampled small block has a span of its own,
+       * large, and hung the same way. Memory that small frees leave waiting
+       * is seen at the next malloc slow path. */
+      if (large && !sampled) hz_purge_poll();
+      else if (large) hz_purge_poll_tls_free();
     }
     return;
   }

@@ -653,6 +653,16 @@ static inline void hz_purge_poll(void) {
     else hz_purge_start();
   }
 }
+/* The free of a huge block or of a profiler-sampled one, which glibc makes
+ * holding the lock that pthread_create takes when a joined thread's TLS is
+ * such a block (a dlopen'ed library's __thread data of 3 MiB:
+ * tests/threads/join_tls; the thread's TLS vector, allocated by the joiner,
+ * sampled): in a threaded program it never starts the thread, which the
+ * next safe point does. */
+static inline void hz_purge_poll_tls_free(void) {
+  if (hz_unlikely(atomic_load_explicit(&hz_purge_pending, memory_order_relaxed)) && hz_os_single_threaded())
+    hz_purge_poll();
+}
 void hz_purge_fork_child(void);
 
 /* ---- init.c ---- */

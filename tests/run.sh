@@ -126,6 +126,7 @@ if [ $mode = glibc ]; then
   g threads/churn 120 "$B/threads/churn"
   g threads/lastexit 60 "$B/threads/lastexit"
   g threads/join 60 "$B/threads/join"
+  g threads/join_tls 60 "$B/threads/join_tls"
   g threads/smallstack 60 "$B/threads/smallstack"
   g init/ctor 60 "$B/init/ctor"
   g init/dlopen 60 "$B/init/dlopen"
@@ -173,6 +174,7 @@ else
   h threads/churn 120 "$B/threads/churn"
   h threads/lastexit 60 "$B/threads/lastexit"
   h threads/join 60 "$B/threads/join"
+  h threads/join_tls 60 "$B/threads/join_tls"
   h init/ctor 60 "$B/init/ctor"
   h init/dlopen 60 "$B/init/dlopen"
   # Issue 10's hangs: each runs its rounds in children with a watchdog.
