@@ -318,7 +318,17 @@ static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
   b->next = hz_next_encode(b, s->free);
   hz_block_retag(b);
   s->free = b;
+  /* The count is written last: the idle trim, which reads it to learn that
+   * no block is out, then sees this push (remote.c, trim_one). x86 keeps
+   * stores in order, so there only the compiler must. */
+#if defined(__x86_64__) || defined(__i386__)
+  atomic_signal_fence(memory_order_release);
   return --s->uses < 0;
+#else
+  int32_t uses = s->uses - 1;
+  __atomic_store_n(&s->uses, uses, __ATOMIC_RELEASE);
+  return uses < 0;
+#endif
 }
 
 /* ---- Heaps (per-thread caches) ---- */

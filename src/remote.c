@@ -193,8 +193,15 @@ __attribute__((no_sanitize("thread"))) static void trim_one(void *ctx, hz_block_
     bool current = s->kind == HZ_SPAN_SMALL && t->heap->cur[s->cls] == s;
     /* (hz_span_used's sum written out: a call would be instrumented, and
      * this read races with the owner's frees by design) */
-    uint32_t used = (uint32_t)(s->uses + 1 + (s->unlisted ? HZ_UNLISTED_BIAS : 0));
-    bool alone = s->heap == t->heap && !current && (n & TRIM_COUNT) == used;
+    uint32_t used = (uint32_t)(__atomic_load_n(&s->uses, __ATOMIC_ACQUIRE) + 1 + (s->unlisted ? HZ_UNLISTED_BIAS : 0));
+    /* A span leaves its list full, and any block back relists it; so an
+     * unlisted span with a block back is one whose owner has just freed
+     * into it and waits, in the slow path's entry, to relist it: the span
+     * is the owner's again then, not to be retired under it (it was: the
+     * span went into the cache and back onto its class list, and the cache
+     * list became a circle). */
+    bool pending = s->unlisted && used != s->capacity;
+    bool alone = s->heap == t->heap && !current && !pending && (n & TRIM_COUNT) == used;
     n |= TRIM_DECIDED | (alone ? TRIM_ADOPT : 0);
   }
   n--; /* (the count: zero again once the span's last block went by) */

@@ -207,6 +207,7 @@ else
   t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
+  t threads/inbox_full 60 - hakozuna "$B/threads/inbox_full"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do
