@@ -207,7 +207,7 @@ typedef struct hz_span_s {
     struct hz_span_s *next, *prev; /* class list or cache list */
     /* Pages the idle trim returned (bit i: the span's i-th page); the free
      * blocks that start in them are off the list until the owner's next
-     * refill from this span puts them back (heap.c, span_trim_pages). */
+     * refill from this span puts them back (trim.c, trim_span_pages). */
     uint64_t trimmed;
     hz_block_t *trim_head;      /* purge thread: the list head at its last trim (no free since, no new trim) */
     uint32_t trim_inbox;        /* purge thread: its blocks in the owner's inbox (remote.c, hz_remote_trim) */
@@ -548,9 +548,9 @@ void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
-bool hz_heaps_trim_idle(bool *again);
 #if HZ_CHECKED
 void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
+void hz_span_guard(hz_span_t *s); /* a small span's first block is a guard */
 #endif
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
@@ -566,12 +566,15 @@ void hz_heap_page_size_init(void);
 #else
 #define hz_store_fence() atomic_thread_fence(memory_order_release)
 #endif
-/* The purge thread trims idle heaps (heap.c, "idle trim"): it claims one,
+/* ---- trim.c ---- */
+/* The purge thread trims idle heaps (trim.c, the idle trim): it claims one,
  * then a barrier on every thread (hz_os_membarrier) lets it see whether the
  * owner is inside a slow path, and an owner entering one sees the claim and
  * waits; so the owner pays a load here, and no fence. */
 enum { HZ_TRIM_CLAIMED = 1, HZ_TRIM_DONE = 2, HZ_TRIM_WANTED = 4 /* the owner waits: stop soon */ };
-void hz_heap_trim_wait(hz_heap_t *h);
+#define HZ_TRIM_BATCH 64 /* heaps claimed per barrier (trim.c, heap.c) */
+void hz_trim_wait(hz_heap_t *h);                   /* the owner, on entering a claimed heap */
+bool hz_trim_idle(bool *again);                    /* the purge thread: one look at every heap */
 /* (busy is a plain counter; ThreadSanitizer, which knows neither the fences
  * nor membarrier, is shown the same order with atomic stores.) */
 #if defined(__SANITIZE_THREAD__)
@@ -582,7 +585,7 @@ void hz_heap_trim_wait(hz_heap_t *h);
 static inline void hz_heap_enter(hz_heap_t *h) {
   hz_heap_busy_set(h, h->busy + 1, __ATOMIC_RELAXED);
   hz_store_fence();
-  if (hz_unlikely(atomic_load_explicit(&h->trim, memory_order_acquire))) hz_heap_trim_wait(h);
+  if (hz_unlikely(atomic_load_explicit(&h->trim, memory_order_acquire))) hz_trim_wait(h);
 }
 static inline void hz_heap_leave(hz_heap_t *h) {
   hz_store_fence();

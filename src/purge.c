@@ -43,7 +43,7 @@ static void *purge_thread_main(void *arg) {
     hz_heaps_trim_caches();
     /* Heaps are trimmed once idle for a whole delay: when nothing else is
      * left, one more look if some owner was active at this one. */
-    bool again = false, active = hz_heaps_trim_idle(&again) && !looked_again;
+    bool again = false, active = hz_trim_idle(&again) && !looked_again;
     bool left = hz_arena_dirty() || huge_left || hz_heaps_cache_left() || again;
     looked_again = !left && active;
     if (delay > 0 && (left || active)) continue;

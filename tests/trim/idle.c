@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* tests/heap/idle_trim.c: a thread that frees and then idles gets the pages
+/* tests/trim/idle.c: a thread that frees and then idles gets the pages
  * its spans hold for nothing back without another call: those inside free
  * 16 KiB blocks of spans that still hold a live block, the pages that hold
  * only free 176-byte blocks (blocks straddle pages) in spans that still hold
