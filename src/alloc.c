@@ -195,15 +195,17 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
 #endif
     if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
     if (hz_unlikely(hz_span_push(s, b))) {
-      bool large = s->kind == HZ_SPAN_LARGE, sampled = s->sample != NULL;
+      bool large = s->kind == HZ_SPAN_LARGE, own = !s->sample && s->owner_gen == h->adoptions;
       hz_heap_free_slow(h, s);
-      /* Only a large block's free may start the purge thread: glibc frees
-       * small blocks (a joined thread's TLS vector) holding the lock that
-       * pthread_create takes, and starting it there deadlocked (200 threads
-       * joined: 5 hangs in 5); a sampled small block has a span of its own,
-       * large, and hung the same way. Memory that small frees leave waiting
-       * is seen at the next malloc slow path. */
-      if (large && !sampled) hz_purge_poll();
+      /* Only the free of a large block that this thread allocated may start
+       * the purge thread. glibc frees a joined thread's TLS (its vector, a
+       * small block; a dlopen'ed library's __thread data) holding the lock
+       * that pthread_create takes, and starting it there deadlocked (200
+       * threads joined: 5 hangs in 5): that free is ours only when this
+       * thread took over the joined one's heap (tests/threads/join_adopted),
+       * and a sampled small block has a large span of its own. Memory that
+       * other frees leave waiting is seen at the next malloc slow path. */
+      if (large && own) hz_purge_poll();
       else if (large) hz_purge_poll_tls_free();
     }
     return;

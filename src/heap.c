@@ -120,6 +120,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   hz_heap_t *h = hz_heaps_abandoned;
   if (h != NULL) {
     hz_heaps_abandoned = h->next_abandoned;
+    h->adoptions++;
   } else if ((h = meta_alloc(HZ_HEAP_STRIDE)) != NULL) {
     static uint32_t heaps_made;
     h->arena = hz_arena_pick(heaps_made++);

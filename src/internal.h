@@ -211,6 +211,7 @@ typedef struct hz_span_s {
     uint64_t trimmed;
     hz_block_t *trim_head;      /* purge thread: the list head at its last trim (no free since, no new trim) */
     uint32_t trim_inbox;        /* purge thread: its blocks in the owner's inbox (remote.c, hz_remote_trim) */
+    uint32_t owner_gen;         /* large: the heap's adoptions when handed out (alloc.c, dealloc_in) */
   };
 } hz_span_t;
 _Static_assert(offsetof(hz_span_t, free) == HZ_SPAN_OWNER_AT && sizeof(hz_span_t) == HZ_SPAN_OWNER_AT + 64,
@@ -383,6 +384,7 @@ typedef struct hz_heap_s {
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
+  uint32_t adoptions;                   /* threads that took it over after its first */
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
   long sample_rate;                     /* profiler rate sample_left is armed for; 0 idle */

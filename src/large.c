@@ -53,6 +53,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
    * size as divisor) */
   s->recip = large_recip(slices);
   s->capacity = s->carved = 1;
+  s->owner_gen = h->adoptions;
   s->uses = 1 - 1 - HZ_UNLISTED_BIAS; /* one block out, unlisted */
   __atomic_store_n(&s->limit, s->recip * (slices * HZ_SLICE_SIZE), __ATOMIC_RELAXED); /* hz_limit(span, 1) */
   s->unlisted = 1;

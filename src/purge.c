@@ -8,10 +8,11 @@
  * the work is done): pthread_create allocates the new thread's TLS, so it
  * must never run with an allocator lock held or a heap half changed, and a
  * nested malloc from inside it finds the thread already starting. Nor, in
- * a threaded program, from the free of a small, huge or sampled block:
- * glibc frees a joined thread's TLS (its vector; a dlopen'ed library's
- * __thread data) while it holds the lock pthread_create takes
- * (tests/threads/join, join_tls; alloc.c); while the
+ * a threaded program, from the free of a small, huge or sampled block, or
+ * of a large one that an earlier owner of the heap allocated: glibc frees
+ * a joined thread's TLS (its vector; a dlopen'ed library's __thread data)
+ * while it holds the lock pthread_create takes (tests/threads/join,
+ * join_tls, join_adopted; alloc.c); while the
  * thread is not running, such frees purge what waits over HZ_PURGE_BUDGET
  * themselves (arena.c). errno is kept: this runs inside malloc and free.
  *

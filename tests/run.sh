@@ -208,6 +208,7 @@ else
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
   t threads/inbox_full 60 - hakozuna "$B/threads/inbox_full"
+  t threads/join_adopted 60 - hakozuna "$B/threads/join_adopted"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do

@@ -330,4 +330,18 @@ static inline long tu_spawn_self(const char *args, unsigned limit_s, char *out, 
 }
 #endif
 
+#ifndef _WIN32
+/* The path of a file beside the test program (a library it dlopens): 0,
+ * or -1 if it does not fit in size bytes. */
+static inline int tu_path_beside_exe(char *buf, size_t size, const char *name) {
+  ssize_t n = readlink("/proc/self/exe", buf, size);
+  if (n <= 0 || (size_t)n >= size) return -1;
+  buf[n] = 0;
+  char *slash = strrchr(buf, '/');
+  if (slash == NULL || (size_t)(slash + 1 - buf) + strlen(name) >= size) return -1;
+  strcpy(slash + 1, name);
+  return 0;
+}
+#endif
+
 #endif /* HZ_TEST_UTIL_H */

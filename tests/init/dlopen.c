@@ -78,10 +78,7 @@ static void exercise(lib_t *L, int round) {
 }
 
 TEST_MAIN() {
-  ssize_t n = readlink("/proc/self/exe", lib_path, sizeof lib_path - 32);
-  if (!CHECK(n > 0)) return 1;
-  lib_path[n] = 0;
-  strcpy(strrchr(lib_path, '/') + 1, "libdlhelper.so");
+  if (!CHECK(tu_path_beside_exe(lib_path, sizeof lib_path, "libdlhelper.so") == 0)) return 1;
   /* keep: a block the library allocated, outliving the library. */
   void *keep = NULL;
   for (int round = 0; round < 5; round++) {

@@ -31,10 +31,7 @@ static void *worker(void *arg) {
 
 TEST_MAIN() {
   static char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
-  if (!CHECK(n > 0)) return 1;
-  path[n] = 0;
-  strcpy(strrchr(path, '/') + 1, "libjointls.so");
+  if (!CHECK(tu_path_beside_exe(path, sizeof path, "libjointls.so") == 0)) return 1;
   void *lib = dlopen(path, RTLD_NOW);
   if (!CHECKF(lib != NULL, "dlopen %s: %s", path, dlerror())) return 1;
   touch = (unsigned (*)(unsigned char))dlsym(lib, "join_tls_touch");
