@@ -318,8 +318,10 @@ HZ_EXPORT void *hz_realloc(void *p, size_t n) {
       return p;
   }
 #if HZ_CHECKED
-  /* a small block keeps its place while it fits, its usable size following */
-  hz_span_t *s = big ? NULL : hz_span_of(p);
+  /* a small block keeps its place while it fits, its usable size following
+   * (one in spans: a small request aligned to 4 MiB or more is a huge block,
+   * at a segment's start, whose bytes hz_span_of would read as a header) */
+  hz_span_t *s = big || !in_spans((uintptr_t)p) ? NULL : hz_span_of(p);
   if (s != NULL && s->kind == HZ_SPAN_SMALL && (shrinks || n > old) && n <= s->block_size - HZ_CANARY_SIZE) {
     hz_checked_stamp(p, s->block_size, n);
     return p;

@@ -694,12 +694,16 @@ static void span_purge_free_blocks(hz_span_t *s) {
 
 /* Give back what a heap holds but does not use: empty spans (all, or those
  * kept longer than the purge delay) and remote frees waiting in its inbox;
- * when forced, also the free pages inside partly used spans. Nothing here
- * may allocate (the purge thread is started by the layer above, after this
- * returns). */
-static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force) {
+ * when forced, also the free pages inside partly used spans: inside blocks
+ * over a page, and, for the program's own request (pages: malloc_trim,
+ * hz_collect), those that hold only free blocks smaller than a page, as the
+ * idle trim returns them (trim.c; not at every thread's exit: a walk of
+ * every free block). Nothing here may allocate (the purge thread is
+ * started by the layer above, after this returns). */
+static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force, bool pages) {
   if (force) heap_set_cur(h, c, &hz_span_empty);
   bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
+  bool trim_pages = pages && !purge_blocks && !HZ_CHECKED && !HZ_NOCHECK; /* (free tags: trim.c) */
   /* Empty spans are unlinked during the walk and retired after it: the
    * walk itself calls nothing but madvise, so nothing can change the list
    * under it (a retire once started the purge thread from here, whose TLS
@@ -715,6 +719,8 @@ static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force) {
       empty = s;
     } else if (purge_blocks) {
       span_purge_free_blocks(s);
+    } else if (trim_pages) {
+      hz_trim_span_pages(s, s->free);
     }
   }
   while (empty != NULL) {
@@ -725,7 +731,7 @@ static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force) {
   }
 }
 
-static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
+static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
   hz_heap_enter(h);
   if (force) quarantine_flush(h);
   hz_remote_flush(h);
@@ -733,21 +739,21 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache) {
   for (uint32_t w = 0; w < sizeof h->classes / sizeof h->classes[0]; w++)
     for (uint64_t m = h->classes[w]; m != 0; m &= m - 1) {
       uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(m);
-      heap_collect_class(h, c, force);
+      heap_collect_class(h, c, force, pages);
       if (h->cur[c] == &hz_span_empty && h->lists[c] == NULL) h->classes[w] &= ~((uint64_t)1 << (c % 64));
     }
   heap_flush_cache(h, force || !may_cache);
   hz_heap_leave(h);
 }
 
-void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true); }
+void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true, force); }
 
 /* Inside a slow path until it is listed: the idle trim, which reads live,
  * keeps off meanwhile, and the heap is out of it before a thread can adopt
  * it (busy is the owner's). */
 void hz_heap_abandon(hz_heap_t *h) {
   hz_heap_enter(h);
-  heap_collect(h, true, false);
+  heap_collect(h, true, false, false);
   hz_lock(&hz_heaps_lock);
   h->live = false;
   h->next_abandoned = hz_heaps_abandoned;
@@ -772,7 +778,7 @@ static void heap_key_destructor(void *arg) {
 void hz_heaps_collect_abandoned(void) {
   hz_lock(&hz_heaps_lock);
   for (hz_heap_t *h = hz_heaps_abandoned; h != NULL; h = h->next_abandoned)
-    if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) heap_collect(h, true, false);
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) heap_collect(h, true, false, false);
   hz_unlock(&hz_heaps_lock);
 }
 

@@ -207,7 +207,7 @@ typedef struct hz_span_s {
     struct hz_span_s *next, *prev; /* class list or cache list */
     /* Pages the idle trim returned (bit i: the span's i-th page); the free
      * blocks that start in them are off the list until the owner's next
-     * refill from this span puts them back (trim.c, trim_span_pages). */
+     * refill from this span puts them back (trim.c, hz_trim_span_pages). */
     uint64_t trimmed;
     hz_block_t *trim_head;      /* purge thread: the list head at its last trim (no free since, no new trim) */
     uint32_t trim_inbox;        /* purge thread: its blocks in the owner's inbox (remote.c, hz_remote_trim) */
@@ -577,6 +577,10 @@ enum { HZ_TRIM_CLAIMED = 1, HZ_TRIM_DONE = 2, HZ_TRIM_WANTED = 4 /* the owner wa
 #define HZ_TRIM_BATCH 64 /* heaps claimed per barrier (trim.c, heap.c) */
 void hz_trim_wait(hz_heap_t *h);                   /* the owner, on entering a claimed heap */
 bool hz_trim_idle(bool *again);                    /* the purge thread: one look at every heap */
+/* Returns the pages of s that hold only free blocks, from the list at head
+ * on (the owner's, or the purge thread's under its claim); false if nothing
+ * was freed onto it since its last trim. */
+bool hz_trim_span_pages(hz_span_t *s, hz_block_t *head);
 /* (busy is a plain counter; ThreadSanitizer, which knows neither the fences
  * nor membarrier, is shown the same order with atomic stores.) */
 #if defined(__SANITIZE_THREAD__)

@@ -57,7 +57,7 @@ static bool trim_page_free(const hz_span_t *s, const uint64_t *free_map, uintptr
 
 /* The list from head (read before the barrier) is the trim's: see above.
  * False if nothing was freed onto it since its last trim (nothing to do). */
-__attribute__((no_sanitize("thread"))) static bool trim_span_pages(hz_span_t *s, hz_block_t *head) {
+__attribute__((no_sanitize("thread"))) bool hz_trim_span_pages(hz_span_t *s, hz_block_t *head) {
   size_t bs = s->block_size, ps = hz_os_page_size, pages = (size_t)s->slice_count * HZ_SLICE_SIZE / ps;
   if (head == NULL || head == s->trim_head || pages > 64 || s->capacity > HZ_TRIM_BLOCKS) return false;
   s->trim_head = head;
@@ -140,7 +140,7 @@ __attribute__((no_sanitize("thread"))) static bool trim_spans(hz_heap_t *h, uint
   for (size_t i = 0; i < n; i++) {
     /* (an owner that woke up and waits stops the trim: it goes on at the next idle look) */
     if (atomic_load_explicit(&h->trim, memory_order_relaxed) & HZ_TRIM_WANTED) return false;
-    *freed |= trim_span_pages(snap[i].span, snap[i].head);
+    *freed |= hz_trim_span_pages(snap[i].span, snap[i].head);
   }
   return *c < HZ_NCLASS;
 }

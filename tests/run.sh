@@ -133,6 +133,7 @@ if [ $mode = glibc ]; then
   g init/fork_stdio 120 "$B/init/fork_stdio"
   g init/fork_signal 120 "$B/init/fork_signal"
   g purge/trim 120 "$B/purge/trim"
+  g purge/trim_pages 60 "$B/purge/trim_pages"
   g purge/errno 60 "$B/purge/errno"
   g purge/collect 60 "$B/purge/collect"
 elif [ $mode = windows ]; then
@@ -193,6 +194,7 @@ else
   e init/fork_reclaim "aborts in children forked while threads run" \
     t init/fork_reclaim 90 - hakozuna "$B/init/fork_reclaim"
   e purge/trim "its own thread counts in /proc/self/status" h purge/trim 120 "$B/purge/trim"
+  e purge/trim_pages "RSS counts the emulator's own memory" h purge/trim_pages 60 "$B/purge/trim_pages"
   e purge/errno "RLIMIT_AS does not bound the emulator's mappings" h purge/errno 60 "$B/purge/errno"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
