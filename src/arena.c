@@ -127,6 +127,53 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   return seg;
 }
 
+/* Out of address space (RLIMIT_AS, overcommit_memory=2): segments whose
+ * slices are all in the pool go back to the OS whole, and so does the unused
+ * rest of each arena's region; true if anything was unmapped. Only then:
+ * otherwise a segment emptied stays for the next spans, its pages purged.
+ * No span of such a segment is anyone's (a heap's spare and cached spans are
+ * out of the pool), so only a bad pointer can still lead into it, and the
+ * segment map then says it is not ours. Called with no allocator lock held.
+ * (Windows releases a reservation only whole: nothing there.) */
+bool hz_arena_release(void) {
+#ifdef _WIN32
+  return false;
+#else
+  bool any = false;
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    if (a->lost || a->segments == NULL) continue;
+    hz_lock(&a->lock);
+    if (a->region_end > a->region_next) {
+      hz_os_unmap((void *)a->region_next, a->region_end - a->region_next);
+      a->reserved_bytes -= a->region_end - a->region_next;
+      a->region_end = a->region_next;
+      any = true;
+    }
+    for (hz_segment_t **link = &a->segments; *link != NULL;) {
+      hz_segment_t *seg = *link;
+      if (seg->free_slices != HZ_SLICES - 1) {
+        link = &seg->next;
+        continue;
+      }
+      *link = seg->next;
+      size_t dirty = mask_popcount(mask_get(seg->dirty_mask));
+      a->dirty_slices -= dirty;
+      a->free_clean_slices -= HZ_SLICES - 1 - dirty;
+      a->segment_count--;
+      a->reserved_bytes -= HZ_SEG_SIZE;
+      if (a->hint == seg) a->hint = NULL;
+      hz_stats_commit(-(int64_t)((dirty + 1) * HZ_SLICE_SIZE)); /* and the header */
+      hz_segmap_set((uintptr_t)seg >> HZ_SEG_SHIFT, HZ_MAP_NONE);
+      hz_os_unmap(seg, HZ_SEG_SIZE);
+      any = true;
+    }
+    hz_unlock(&a->lock);
+  }
+  return any;
+#endif
+}
+
 /* A segment whose slices are all free and purged gives back the pages of
  * its span descriptors too (4 of the header's 5 with 4 KiB pages: 73
  * segments hold 1.2 MiB of them after a 256 MiB peak). They read back as

@@ -346,6 +346,11 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
+  if (s == NULL) { /* out of address space? cached huge mappings and unused segments go back */
+    hz_huge_purge(true);
+    hz_arena_release();
+    s = hz_arena_alloc_span(h->arena, slices, align);
+  }
   if (HZ_CHECKED && s != NULL && !span_protected(s, false)) {
     hz_arena_free_span(s); /* closed, as a span the quarantine lets go */
     return NULL;

@@ -526,6 +526,7 @@ extern _Atomic uint64_t hz_purge_epoch;
 extern _Atomic int hz_purge_running;
 #define HZ_PURGE_BUDGET ((size_t)16 << 20)
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
+bool hz_arena_release(void); /* out of address space: unused segments go back whole */
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]);
 /* Committed bytes of the segments that hold no live block, by where. */
 typedef struct hz_arena_usage_s {

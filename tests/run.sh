@@ -135,6 +135,7 @@ if [ $mode = glibc ]; then
   g purge/trim 120 "$B/purge/trim"
   g purge/trim_pages 60 "$B/purge/trim_pages"
   g purge/errno 60 "$B/purge/errno"
+  g arena/as_limit 60 "$B/arena/as_limit"
   g purge/collect 60 "$B/purge/collect"
 elif [ $mode = windows ]; then
   # Linked with the static library (malloc redirected) or, api/dll, with the
@@ -196,6 +197,7 @@ else
   e purge/trim "its own thread counts in /proc/self/status" h purge/trim 120 "$B/purge/trim"
   e purge/trim_pages "RSS counts the emulator's own memory" h purge/trim_pages 60 "$B/purge/trim_pages"
   e purge/errno "RLIMIT_AS does not bound the emulator's mappings" h purge/errno 60 "$B/purge/errno"
+  e arena/as_limit "RLIMIT_AS does not bound the emulator's mappings" h arena/as_limit 60 "$B/arena/as_limit"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
   t heap/blockstart 60 - glibc "$B/heap/blockstart"

@@ -148,8 +148,9 @@ static inline long tu_rss(void) {
 }
 
 /* The same in MiB, read with open/read: for a program that must make no
- * allocator call while it watches (stdio allocates). */
-static inline long tu_rss_mib_quiet(void) {
+ * allocator call while it watches (stdio allocates). vm: the address space
+ * instead (statm's size). */
+static inline long tu_statm_mib_quiet(int vm) {
   char buf[128];
   int fd = open("/proc/self/statm", O_RDONLY);
   ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
@@ -158,8 +159,9 @@ static inline long tu_rss_mib_quiet(void) {
   buf[n] = 0;
   long size, resident;
   if (sscanf(buf, "%ld %ld", &size, &resident) != 2) return -1;
-  return resident * sysconf(_SC_PAGESIZE) / (1 << 20);
+  return (vm ? size : resident) * sysconf(_SC_PAGESIZE) / (1 << 20);
 }
+static inline long tu_rss_mib_quiet(void) { return tu_statm_mib_quiet(0); }
 #endif
 
 /* An environment variable as a number, or def. */

@@ -16,7 +16,10 @@
 #include <vector>
 
 static const std::size_t HEADROOM = 16 * MiB;
-static const std::size_t HUGE_N = 64 * MiB;
+// More than the headroom plus what the allocator can give back when a
+// mapping fails (hakozuna: the unused rest of its 64 MiB regions and its
+// empty segments, arena.c's hz_arena_release), so that it must fail.
+static const std::size_t HUGE_N = 256 * MiB;
 
 // Called through volatile pointers so that no allocation is elided.
 static void *(*volatile op_new)(std::size_t) = ::operator new;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* tests/trim/race.c: the purge thread's idle trim takes free blocks off
  * a thread's span lists and returns their pages while that thread goes on
- * freeing onto the same lists (src/trim.c, trim_span_pages): frees do not
+ * freeing onto the same lists (src/trim.c, hz_trim_span_pages): frees do not
  * count as activity, so a thread that only frees is trimmed meanwhile.
  *
  * Each round the thread fills every slot (176-byte blocks, 40 spans of them,
