@@ -90,6 +90,12 @@ void hz_misuse_double(const void *p, size_t size, const char *fn) {
     misuse("%s(): double free of %p (block of %zu bytes)", fn, p, size);
 }
 
+void hz_misuse_trimmed(const void *block, size_t size) {
+  misuse("free(): double free of %p, or a write to it after its free (block of %zu bytes; found when its "
+         "returned page was used again)",
+         block, size);
+}
+
 void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn) {
   misuse("%s(): size %zu does not match the block %p (%zu bytes)", fn, given, p, size);
 }

@@ -480,18 +480,35 @@ static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
   }
 }
 
-/* The blocks that start in pages the idle trim returned go back on the
- * list (touching those pages again), as carving does for fresh ones. A
- * block found already carrying the free tag was freed a second time after
- * the trim took it (the tag was gone, so that free passed): it is on the
- * list already. */
+/* A page the trim returned reads as zero until written, and nothing may
+ * write where its blocks lie: they are free and off the list. Something
+ * did when a block of it was freed a second time (the trim's zeroing took
+ * its free tag, so that free passed and pushed it: it may have been handed
+ * out since) or written after its free. The first such block, or NULL.
+ * (From the first block that starts in the page: one that starts in the
+ * page before is the owner's to hand out and may reach into it.) */
+static const hz_block_t *trimmed_page_written(const hz_span_t *s, uintptr_t lo) {
+  size_t bs = s->block_size;
+  uintptr_t from = s->start + (lo - s->start + bs - 1) / bs * bs;
+  for (const uint64_t *w = (const uint64_t *)from; (uintptr_t)w < lo + hz_os_page_size; w++)
+    if (*w != 0) return (const hz_block_t *)(s->start + ((uintptr_t)w - s->start) / bs * bs);
+  return NULL;
+}
+
+/* The blocks that start in pages the idle trim or malloc_trim returned go
+ * back on the list (touching those pages again), as carving does for fresh
+ * ones; those of a page written meanwhile are misuse, and stay off it. */
 static void span_untrim(hz_span_t *s) {
   size_t bs = s->block_size, ps = hz_os_page_size;
   for (uint64_t m = s->trimmed; m != 0; m &= m - 1) {
     uintptr_t lo = s->start + (uintptr_t)__builtin_ctzll(m) * ps;
+    const hz_block_t *bad = trimmed_page_written(s, lo);
+    if (bad != NULL) {
+      hz_misuse_trimmed(bad, bs);
+      continue;
+    }
     for (size_t i = (lo - s->start + bs - 1) / bs; i < s->carved && s->start + i * bs < lo + ps; i++) {
       hz_block_t *b = (hz_block_t *)(s->start + i * bs);
-      if (hz_block_is_free(s, b)) continue;
       b->next = hz_next_encode(b, s->free);
       b->tag = hz_block_tag(s, b);
       s->free = b;

@@ -701,6 +701,7 @@ hz_cold void hz_misuse_foreign(const void *p, const char *fn);
 hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn);
 hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
 hz_cold void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn);
+hz_cold void hz_misuse_trimmed(const void *block, size_t size); /* heap.c, span_untrim */
 /* Classify a pointer the fast path refused; returns its span or NULL
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);

@@ -213,6 +213,7 @@ else
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
   t threads/inbox_full 60 - hakozuna "$B/threads/inbox_full"
   t threads/join_adopted 60 - hakozuna "$B/threads/join_adopted"
+  t misuse/trim_double 60 - hakozuna "$B/misuse/trim_double"
   t purge/trim_huge 60 - hakozuna "$B/purge/trim_huge"
   t "purge/trim_huge [checked]" 60 - hakozuna-checked "$B/purge/trim_huge-checked"
   for kind in shared archive object static; do
