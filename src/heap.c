@@ -346,7 +346,9 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
-  if (s == NULL) { /* out of address space? cached huge mappings and unused segments go back */
+  if (s == NULL) { /* out of address space? what exited threads' heaps got freed, cached huge
+                     * mappings and unused segments go back */
+    hz_heaps_collect_abandoned();
     hz_huge_purge(true);
     hz_arena_release();
     s = hz_arena_alloc_span(h->arena, slices, align);

@@ -256,7 +256,10 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
       hz_unlock(&hz_huge_lock);
       hh = hz_os_map(need, base_align);
     }
-    if (hh == NULL && hz_arena_release()) hh = hz_os_map(need, base_align); /* and unused segments */
+    if (hh == NULL) { /* and unused segments, with what exited threads' heaps got freed */
+      hz_heaps_collect_abandoned();
+      if (hz_arena_release()) hh = hz_os_map(need, base_align);
+    }
     if (hh == NULL) {
       errno = ENOMEM;
       return NULL;
