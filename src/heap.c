@@ -129,7 +129,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
   }
   if (h) {
-    h->live = true;
+    __atomic_store_n(&h->live, true, __ATOMIC_RELAXED); /* (the idle trim reads it unlocked) */
     hz_tls_heap = h; /* under the lock: a fork child rebuilding the heap list sees it is ours */
   }
   hz_unlock(&hz_heaps_lock);
@@ -610,7 +610,7 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
   h->n.remote_back[s->cls]++;
-  if (hz_span_push(s, b)) span_after_free(h, s, h->live, true);
+  if (hz_span_push(s, b)) span_after_free(h, s, __atomic_load_n(&h->live, __ATOMIC_RELAXED), true);
 }
 
 /* ---- collection, thread exit, adoption ---- */
@@ -779,7 +779,7 @@ void hz_heap_abandon(hz_heap_t *h) {
   hz_heap_enter(h);
   heap_collect(h, true, false, false);
   hz_lock(&hz_heaps_lock);
-  h->live = false;
+  __atomic_store_n(&h->live, false, __ATOMIC_RELAXED);
   h->next_abandoned = hz_heaps_abandoned;
   hz_heaps_abandoned = h;
   hz_heap_leave(h);

@@ -321,8 +321,9 @@ static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
   s->free = b;
   /* The count is written last: the idle trim, which reads it to learn that
    * no block is out, then sees this push (remote.c, trim_one). x86 keeps
-   * stores in order, so there only the compiler must. */
-#if defined(__x86_64__) || defined(__i386__)
+   * stores in order, so there only the compiler must (ThreadSanitizer, which
+   * knows no fence, is shown the release store). */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__SANITIZE_THREAD__)
   atomic_signal_fence(memory_order_release);
   return --s->uses < 0;
 #else

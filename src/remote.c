@@ -183,25 +183,28 @@ static void trim_count(void *ctx, hz_block_t *b) {
   hz_span_of(b)->trim_inbox++;
 }
 
-/* (reads the use count of spans whose owner may free into them: racy by design) */
-__attribute__((no_sanitize("thread"))) static void trim_one(void *ctx, hz_block_t *b) {
+static void trim_one(void *ctx, hz_block_t *b) {
   trim_ctx_t *t = ctx;
   hz_span_t *s = hz_span_of(b);
   if (b == t->seen) t->fresh = false;
   uint32_t n = s->trim_inbox;
   if (!(n & TRIM_DECIDED)) {
-    bool current = s->kind == HZ_SPAN_SMALL && t->heap->cur[s->cls] == s;
-    /* (hz_span_used's sum written out: a call would be instrumented, and
-     * this read races with the owner's frees by design) */
-    uint32_t used = (uint32_t)(__atomic_load_n(&s->uses, __ATOMIC_ACQUIRE) + 1 + (s->unlisted ? HZ_UNLISTED_BIAS : 0));
-    /* A span leaves its list full, and any block back relists it; so an
-     * unlisted span with a block back is one whose owner has just freed
-     * into it and waits, in the slow path's entry, to relist it: the span
-     * is the owner's again then, not to be retired under it (it was: the
-     * span went into the cache and back onto its class list, and the cache
-     * list became a circle). */
-    bool pending = s->unlisted && used != s->capacity;
-    bool alone = s->heap == t->heap && !current && !pending && (n & TRIM_COUNT) == used;
+    bool current = s->kind == HZ_SPAN_SMALL && t->heap->cur[s->cls] == s, alone = false;
+    /* (a current span's count is the malloc fast path's, not to be read) */
+    if (s->heap == t->heap && !current) {
+      /* (hz_span_used's sum, its count read with acquire: the owner may
+       * be freeing into the span, and its push is then seen whole, see
+       * hz_span_push) */
+      uint32_t used = (uint32_t)(__atomic_load_n(&s->uses, __ATOMIC_ACQUIRE) + 1 + (s->unlisted ? HZ_UNLISTED_BIAS : 0));
+      /* A span leaves its list full, and any block back relists it; so an
+       * unlisted span with a block back is one whose owner has just freed
+       * into it and waits, in the slow path's entry, to relist it: the
+       * span is the owner's again then, not to be retired under it (it
+       * was: the span went into the cache and back onto its class list,
+       * and the cache list became a circle). */
+      bool pending = s->unlisted && used != s->capacity;
+      alone = !pending && (n & TRIM_COUNT) == used;
+    }
     n |= TRIM_DECIDED | (alone ? TRIM_ADOPT : 0);
   }
   n--; /* (the count: zero again once the span's last block went by) */

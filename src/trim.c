@@ -32,12 +32,13 @@
  * none came for this long (an owner still freeing may just be preempted). */
 #define HZ_TRIM_SETTLE_MS 1000
 
-/* Mallocs (counted down by the fast path), refills and large blocks: the
- * same figure a purge delay apart means the owner made no malloc meanwhile.
+/* Mallocs (counted down by the fast path), refills, large blocks and
+ * adoptions: the same figure a purge delay apart means the owner made no
+ * malloc meanwhile, and a heap a new thread just took is not idle.
  * (Racy reads of the owner's plain counters.) */
 __attribute__((no_sanitize("thread"))) static uint64_t trim_heap_activity(const hz_heap_t *h) {
   if (!h->live) return 0; /* (abandoned heaps were collected whole) */
-  uint64_t a = h->n.malloc[HZ_CLASS_LARGE] + h->n.large_frees + 1;
+  uint64_t a = h->n.malloc[HZ_CLASS_LARGE] + h->n.large_frees + h->adoptions + 1;
   for (uint32_t c = 0; c < HZ_NCLASS; c++) a += (uint64_t)h->n.sample_left[c] * 31 + h->n.refill[c];
   return a;
 }
