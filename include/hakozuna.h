@@ -50,6 +50,9 @@ void hz_free(void *p);
 /* Free with the size the block was requested with (C23 free_sized); the size
  * is checked against the block, a mismatch aborts. */
 void hz_free_sized(void *p, size_t size);
+/* Free a block from hz_aligned_alloc with its alignment and size (C23
+ * free_aligned_sized); a block not so aligned, or smaller, aborts. */
+void hz_free_aligned_sized(void *p, size_t alignment, size_t size);
 void *hz_aligned_alloc(size_t alignment, size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(2) HZ_ALLOC_ALIGN(1);
 int hz_posix_memalign(void **out, size_t alignment, size_t size);
 void *hz_memalign(size_t alignment, size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(2) HZ_ALLOC_ALIGN(1);

@@ -362,11 +362,30 @@ static inline bool dealloc_sized_small(void *p, size_t n, const char *fn) {
   return true;
 }
 
+/* C23's sized frees. The size must be the one the block was asked with,
+ * or last realloc'ed to, which may have kept a larger block: what is
+ * checked is that the block holds it. */
+static hz_noinline void free_sized_rest(void *p, size_t size, const char *fn) {
+  if (p != NULL && size > usable(p, fn))
+    hz_fatal("%s(): size %zu is larger than the block %p (%zu bytes)", fn, size, p, usable(p, fn));
+  dealloc(p, fn);
+}
+
 HZ_EXPORT void hz_free_sized(void *p, size_t size) {
   if (dealloc_sized_small(p, size, "free_sized")) return;
-  if (p != NULL && size > usable(p, "free_sized"))
-    hz_fatal("free_sized(): size %zu is larger than the block %p (%zu bytes)", size, p, usable(p, "free_sized"));
-  dealloc(p, "free_sized");
+  free_sized_rest(p, size, "free_sized");
+}
+
+static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+/* (a block from aligned_alloc: aligned as it says, and holding the size) */
+HZ_EXPORT void hz_free_aligned_sized(void *p, size_t align, size_t size) {
+  if (p != NULL && !is_pow2(align))
+    hz_fatal("free_aligned_sized(): alignment %zu is not a power of two (block %p)", align, p);
+  if (((uintptr_t)p & (align - 1)) != 0)
+    hz_fatal("free_aligned_sized(): block %p is not aligned to %zu bytes", p, align);
+  if (align <= 16 && dealloc_sized_small(p, size, "free_aligned_sized")) return;
+  free_sized_rest(p, size, "free_aligned_sized");
 }
 
 /* C++ sized delete: the size must be the one operator new was given, so it
@@ -403,8 +422,6 @@ static inline void dealloc_sized(void *p, size_t n, size_t align, const char *fn
   if (hz_likely(align == 0 && dealloc_sized_small(p, n, fn))) return;
   hz_free_sized_new(p, n, align, fn);
 }
-
-static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
 
 HZ_EXPORT void *hz_aligned_alloc(size_t align, size_t n) {
   if (!is_pow2(align)) {
@@ -564,6 +581,7 @@ void *calloc(size_t count, size_t size) HZ_ALIAS(hz_calloc);
 void *realloc(void *p, size_t n) HZ_ALIAS(hz_realloc);
 void *reallocarray(void *p, size_t count, size_t size) HZ_ALIAS(hz_reallocarray);
 void free_sized(void *p, size_t size) HZ_ALIAS(hz_free_sized);
+void free_aligned_sized(void *p, size_t align, size_t size) HZ_ALIAS(hz_free_aligned_sized);
 void *aligned_alloc(size_t align, size_t n) HZ_ALIAS(hz_aligned_alloc);
 void *memalign(size_t align, size_t n) HZ_ALIAS(hz_memalign);
 int posix_memalign(void **out, size_t align, size_t n) HZ_ALIAS(hz_posix_memalign);

@@ -809,6 +809,12 @@ static void test_hz_extras(void) {
     p = hz_realloc(hz_malloc(1), sizes[i] + 1);
     if (CHECK(p)) hz_free_sized(p, sizes[i] + 1);
   }
+  /* free_aligned_sized with the alignment and size aligned_alloc had */
+  for (size_t a = 1; a <= 4 * MiB; a *= 4)
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      void *p = hz_aligned_alloc(a, sizes[i]);
+      if (CHECK(p)) hz_free_aligned_sized(p, a, sizes[i]);
+    }
   /* hz_collect keeps live blocks intact. */
   enum { N = 200 };
   void *b[N];

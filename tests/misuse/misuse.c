@@ -362,6 +362,22 @@ static void run_free_sized(const mcase_t *c) {
   free_sized(p, c->size * 100 + 5000);
 }
 
+/* A 100-byte block from aligned_alloc(64): freed as aligned to 4096, then
+ * as holding 5000 bytes. */
+static void aligned_sized(size_t align, size_t size) {
+  void (*fas)(void *, size_t, size_t) =
+      LIB_FN(void (*)(void *, size_t, size_t), "hz_free_aligned_sized", hz_free_aligned_sized);
+  void *(*aa)(size_t, size_t) = LIB_FN(void *(*)(size_t, size_t), "hz_aligned_alloc", hz_aligned_alloc);
+  if (!fas || !aa) _exit(7);
+  void *p = aa(64, 100);
+  if (p && (uintptr_t)p % 4096 == 0) p = aa(64, 100); /* (the next one, not so aligned by chance) */
+  if (!p || (uintptr_t)p % 4096 == 0) _exit(7);
+  report(p, p, 100);
+  fas(p, align, size);
+}
+static void run_aligned_sized_align(const mcase_t *c) { (void)c, aligned_sized(4096, 100); }
+static void run_aligned_sized_size(const mcase_t *c) { (void)c, aligned_sized(64, 5000); }
+
 /* ---- the parent's side ---- */
 /* The number after `key` in msg, in base 10 or 16; 0 if none. */
 static int parse_after(const char *msg, const char *key, int base, uintptr_t *out) {
@@ -607,6 +623,10 @@ static int make_cases(mcase_t *out) {
                          run_underflow_first};
   }
   out[n++] = (mcase_t){"hz_free_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100, run_free_sized};
+  out[n++] = (mcase_t){"hz_free_aligned_sized with a wrong alignment", FN_FREE, EXPECT_ABORT, 100,
+                       run_aligned_sized_align};
+  out[n++] = (mcase_t){"hz_free_aligned_sized with a wrong size", FN_FREE, EXPECT_ABORT, 100,
+                       run_aligned_sized_size};
   return n;
 }
 

@@ -58,6 +58,7 @@ pub mod sys {
         pub fn hz_reallocarray(p: *mut c_void, count: usize, size: usize) -> *mut c_void;
         pub fn hz_free(p: *mut c_void);
         pub fn hz_free_sized(p: *mut c_void, size: usize);
+        pub fn hz_free_aligned_sized(p: *mut c_void, alignment: usize, size: usize);
         pub fn hz_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
         pub fn hz_posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> i32;
         pub fn hz_memalign(alignment: usize, size: usize) -> *mut c_void;
@@ -93,7 +94,8 @@ use sys as ffi;
 ///
 /// Blocks aligned to at most 16 bytes come from `hz_malloc` and are freed
 /// with `hz_free_sized`, which checks the size Rust gives back against the
-/// block; larger alignments use `hz_aligned_alloc` and `hz_free`.
+/// block; larger alignments use `hz_aligned_alloc` and
+/// `hz_free_aligned_sized`, which checks the alignment and size too.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Hakozuna;
 
@@ -130,7 +132,7 @@ unsafe impl GlobalAlloc for Hakozuna {
         if plain(&layout) {
             ffi::hz_free_sized(p as *mut c_void, layout.size());
         } else {
-            ffi::hz_free(p as *mut c_void);
+            ffi::hz_free_aligned_sized(p as *mut c_void, layout.align(), layout.size());
         }
     }
 
