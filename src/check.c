@@ -216,15 +216,15 @@ void hz_checked_link(const hz_block_t *b, size_t bs) {
 
 /* A write before the block (an underflow) lands in the last word of the
  * block before it, which is either its request record (in use) or fill
- * (free; with 16-byte blocks, the free tag): free looks at it too. The
- * first block has a guard block before it (heap.c, span_init_small). */
+ * (free): free looks at it too. Each changes in one store, whichever thread
+ * frees the block before (blocks are 32 bytes at least: HZ_FIRST_CLASS).
+ * The first block has a guard block before it (heap.c, span_init_small). */
 static bool before_intact(const hz_span_t *s, const hz_block_t *b) {
   size_t bs = s->block_size;
   const hz_block_t *prev = (const hz_block_t *)((uintptr_t)b - bs);
   uint64_t w = __atomic_load_n(last_word(prev, bs), __ATOMIC_RELAXED), x = w ^ canary_of(prev);
   if ((x & 0xff) == 0 && (x >> 8) <= bs - HZ_CANARY_SIZE) return true;
-  if (bs > sizeof(hz_block_t)) return w == 0x0101010101010101ull * HZ_FREE_FILL;
-  return hz_block_is_free(s, prev);
+  return w == 0x0101010101010101ull * HZ_FREE_FILL;
 }
 
 void hz_checked_on_free(const hz_span_t *s, hz_block_t *b, const char *fn) {
@@ -233,7 +233,6 @@ void hz_checked_on_free(const hz_span_t *s, hz_block_t *b, const char *fn) {
   if (!before_intact(s, b))
     hz_fatal("%s(): buffer underflow detected: the 8 bytes before the block %p (%zu bytes) were overwritten", fn,
              (const void *)b, hz_checked_request(b, bs, fn));
-  if (bs <= sizeof(hz_block_t)) return; /* all link and tag, which the list sets */
   memset((char *)b + sizeof(hz_block_t), HZ_FREE_FILL, bs - sizeof(hz_block_t) - 8);
   __atomic_store_n(last_word(b, bs), 0x0101010101010101ull * HZ_FREE_FILL, __ATOMIC_RELAXED);
 }

@@ -100,8 +100,15 @@
 /* Classes of sizes up to HZ_SMALL_MAX by (n + 15) / 16. */
 extern const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1];
 
+/* The checked build's blocks are 32 bytes at least. A free 16-byte block is
+ * all link and tag, and its last word, where free looks for an underflow
+ * of the block after it, is that tag, which the list rewrites in two
+ * stores: a free by another thread read it in between and reported an
+ * underflow (redis-server aborted; tests/threads/tiny_remote). */
+#define HZ_FIRST_CLASS (HZ_CHECKED ? 1u : 0u)
+
 static inline uint32_t hz_class_of_slow(size_t n) {
-  if (n <= 128) return n ? (uint32_t)((n - 1) >> 4) : 0;
+  if (n <= 128) return n > 16 ? (uint32_t)((n - 1) >> 4) : HZ_FIRST_CLASS;
   size_t m = n - 1;
   uint32_t k = 63 - (uint32_t)__builtin_clzll(m);
   return 8 + (k - 7) * 8 + (uint32_t)((m >> (k - 3)) & 7);

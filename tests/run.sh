@@ -122,6 +122,7 @@ if [ $mode = glibc ]; then
   g api/api 300 "$B/api/api"
   g api/cxx 120 "$B/api/cxx"
   g threads/stress 120 "$B/threads/stress"
+  g threads/tiny_remote 60 "$B/threads/tiny_remote"
   g threads/fork 180 "$B/threads/fork"
   g threads/churn 120 "$B/threads/churn"
   g threads/lastexit 60 "$B/threads/lastexit"
@@ -163,6 +164,7 @@ else
     t "api/hz$sfx" 300 - "$target" "$B/api/$hz_api"
     t "api/cxx$sfx" 120 "$l" "$target" "$B/api/cxx"
     t "threads/stress$sfx" 120 "$l" "$target" "$B/threads/stress"
+    t "threads/tiny_remote$sfx" 60 "$l" "$target" "$B/threads/tiny_remote"
     if [ -n "$emulator" ]; then
       skip "threads/fork$sfx" "qemu-user 7.2 aborts in a child forked while other threads run (cpu == current_cpu), on glibc too"
     else
