@@ -205,8 +205,8 @@ def resolve_allocs(names, build):
             pkg, ver = dpkg_version(os.path.abspath(spec))
             found.append(Alloc(name, os.path.abspath(spec), pkg, ver, "added by path"))
         else:
-            raise SystemExit(f"unknown allocator '{name}': use hakozuna, glibc, "
-                             f"{', '.join(PEERS)} or a path to a .so")
+            raise SystemExit(f"unknown allocator '{name}': use hakozuna, hakozuna-nocheck, glibc, "
+                             f"{', '.join(PEERS)}, a path to a .so or NAME=PATH")
     return found
 
 

@@ -173,7 +173,9 @@ int hz_stats_get(hz_stats_t *out);
  * (hz_set_output) if one is set, else stderr. */
 void hz_stats_print(FILE *out);
 /* Write the statistics as JSON into buf (NUL-terminated, truncated to len);
- * returns the length the full text needs, like snprintf. */
+ * returns the length the full text needs, like snprintf. The numbers move
+ * between two calls (the buffer's own malloc counts too), so give the buffer
+ * room to spare, or call again until the length returned is below len. */
 size_t hz_stats_json(char *buf, size_t len);
 
 /* ---- Messages ----

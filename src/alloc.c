@@ -506,7 +506,7 @@ static struct mallinfo2 hz_mallinfo2(void) {
   mi.uordblks = st->bytes_in_use > st->huge_live_bytes ? st->bytes_in_use - st->huge_live_bytes : 0;
   mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
   mi.usmblks = st->peak_rss;
-  hz_free(st);
+  hz_stats_delete(st);
   return mi;
 }
 

@@ -324,6 +324,15 @@ bool hz_arena_dirty(void) {
   return dirty;
 }
 
+/* Blocks in use in a small span, read while its owner may change the count
+ * and the unlisted flag (two stores, each seen alone: a snapshot showed 3.2
+ * million live blocks of 960 bytes and unused bytes near 2^64), held to what
+ * the span can hold. */
+static uint64_t span_live(const hz_span_t *s) {
+  int64_t live = (int64_t)(int32_t)(hz_span_used(s) - s->pinned);
+  return live < 0 ? 0 : live > (int64_t)s->capacity ? s->capacity : (uint64_t)live;
+}
+
 /* Blocks in use per class, from the spans themselves (racy reads of other
  * threads' counts: good enough for statistics). */
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
@@ -334,7 +343,7 @@ void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]) {
     for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next)
       for (size_t j = 1; j < HZ_SLICES; j++) {
         const hz_span_t *s = hz_seg_span(seg, j);
-        if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += hz_span_used(s) - s->pinned;
+        if (seg->slice_span[j] == s && s->kind == HZ_SPAN_SMALL) live[s->cls] += span_live(s);
       }
     hz_unlock(&a->lock);
   }
@@ -356,7 +365,7 @@ void hz_arena_usage(hz_arena_usage_t *u) {
         if (seg->slice_span[j] != s) continue; /* not the head of a span */
         uint64_t bytes = (uint64_t)s->slice_count * HZ_SLICE_SIZE;
         if (s->kind == HZ_SPAN_SMALL) {
-          uint64_t live = hz_span_used(s) - s->pinned;
+          uint64_t live = span_live(s);
           if (live == 0) u->empty_spans += bytes;
           else u->span_free += bytes - live * s->block_size;
         } else if (s->kind == HZ_SPAN_LARGE) {

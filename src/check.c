@@ -22,7 +22,7 @@ HZ_EXPORT void hz_set_error(hz_output_fn *fn, void *arg) {
 
 /* One formatted line to the error hook or stderr; verbose diagnostics go to
  * the output hook instead. */
-static void vreport_to(bool verbose, const char *prefix, const char *fmt, va_list ap) {
+static void vreport_to(bool verbose, int fd, const char *prefix, const char *fmt, va_list ap) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, "hakozuna: %s", prefix);
   if (n < 0) n = 0;
@@ -38,10 +38,10 @@ static void vreport_to(bool verbose, const char *prefix, const char *fmt, va_lis
   }
   hz_output_fn *fn = atomic_load(&hz_error_hook);
   if (fn) fn(buf, atomic_load(&hz_error_arg));
-  else hz_os_write(2, buf, len);
+  else hz_os_write(fd, buf, len);
 }
 
-static void vreport(const char *prefix, const char *fmt, va_list ap) { vreport_to(false, prefix, fmt, ap); }
+static void vreport(const char *prefix, const char *fmt, va_list ap) { vreport_to(false, 2, prefix, fmt, ap); }
 
 void hz_fatal(const char *fmt, ...) {
   va_list ap;
@@ -58,11 +58,20 @@ void hz_warning(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* A warning at exit, to fd: a duplicate of stderr taken at the start, as
+ * programs like coreutils close stderr before exiting. */
+void hz_warning_to(int fd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport_to(false, fd, "warning: ", fmt, ap);
+  va_end(ap);
+}
+
 void hz_verbose(const char *fmt, ...) {
   if (!hz_opt(HZ_OPTION_VERBOSE)) return;
   va_list ap;
   va_start(ap, fmt);
-  vreport_to(true, "", fmt, ap);
+  vreport_to(true, 2, "", fmt, ap);
   va_end(ap);
 }
 
@@ -246,6 +255,7 @@ static _Atomic(char *) hz_zero_base;
 static _Atomic bool hz_zero_failed;
 static _Atomic uint64_t hz_zero_used[HZ_ZERO_SLOTS / 64];
 static _Atomic size_t hz_zero_cursor;
+_Atomic uint64_t hz_zero_allocs, hz_zero_frees; /* (statistics count them as blocks of the first class) */
 
 static char *zero_segment(void) {
   char *base = atomic_load_explicit(&hz_zero_base, memory_order_acquire);
@@ -275,6 +285,7 @@ void *hz_zero_alloc(void) {
     if (atomic_load_explicit(&hz_zero_used[i / 64], memory_order_relaxed) & bit) continue;
     if (atomic_fetch_or_explicit(&hz_zero_used[i / 64], bit, memory_order_relaxed) & bit) continue;
     atomic_store_explicit(&hz_zero_cursor, i + 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hz_zero_allocs, 1, memory_order_relaxed);
     return base + i * 16;
   }
   return NULL;
@@ -309,5 +320,7 @@ void hz_zero_free(void *p, const char *fn) {
   uint64_t bit = 1ull << (i % 64);
   if (!(atomic_fetch_and_explicit(&hz_zero_used[i / 64], ~bit, memory_order_relaxed) & bit))
     hz_misuse_double(p, 0, fn);
+  else
+    atomic_fetch_add_explicit(&hz_zero_frees, 1, memory_order_relaxed);
 }
 #endif

@@ -377,19 +377,25 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
 static void quarantine_release(hz_heap_t *h, hz_block_t *b) {
   hz_span_t *s = hz_span_of(b);
   hz_checked_free_intact(b, s->block_size);
-  h->quarantined[s->cls]--;
   if (s->heap != h) {
+    h->n.remote_free[s->cls]--; /* (counted when it came: hz_remote_free counts it again) */
     hz_remote_free(h, s, b);
     return;
   }
+  h->quarantined[s->cls]--;
   if (hz_span_push(s, b)) hz_heap_free_slow(h, s);
 }
 
+/* Statistics count a block as freed from the free call on (stats.c): an own
+ * block as held here, another thread's as a remote free, as it is when it
+ * goes to its owner without waiting here. */
 void hz_quarantine_put(hz_heap_t *h, hz_block_t *b) {
   hz_heap_enter(h);
   b->next = hz_next_encode(b, NULL);
   hz_block_retag(b); /* marks it free: a second free is a double free */
-  h->quarantined[hz_span_of(b)->cls]++;
+  hz_span_t *s = hz_span_of(b);
+  if (s->heap == h) h->quarantined[s->cls]++;
+  else h->n.remote_free[s->cls]++;
   hz_block_t *old = h->quarantine[h->quarantine_pos];
   h->quarantine[h->quarantine_pos] = b;
   h->quarantine_pos = (h->quarantine_pos + 1) % HZ_QUARANTINE;

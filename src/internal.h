@@ -663,7 +663,8 @@ void hz_output(const char *msg, size_t n); /* to the output hook or stderr */
 void hz_output_text(const char *buf, size_t n); /* many lines: a hook call per line */
 bool hz_output_hooked(void);
 void hz_stats_malloc_info(FILE *out);      /* malloc_info(0, out) */
-hz_stats_t *hz_stats_new(void);           /* hz_malloc'ed (hz_free it); NULL: ENOMEM */
+hz_stats_t *hz_stats_new(void);           /* NULL: ENOMEM; give it back with hz_stats_delete */
+void hz_stats_delete(hz_stats_t *st);
 
 /* ---- purge.c ---- */
 void hz_purge_start(void);
@@ -704,6 +705,7 @@ static inline void hz_init(void) {
 /* ---- check.c ---- */
 __attribute__((noreturn, cold)) void hz_fatal(const char *fmt, ...);
 void hz_warning(const char *fmt, ...);
+void hz_warning_to(int fd, const char *fmt, ...);
 void hz_verbose(const char *fmt, ...);
 hz_cold void hz_misuse_foreign(const void *p, const char *fn);
 hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn);
@@ -725,6 +727,7 @@ void hz_checked_free_intact(const hz_block_t *b, size_t block_size); /* link and
 void *hz_zero_alloc(void);
 bool hz_zero_valid(const void *p, const char *fn); /* reports misuse when false */
 void hz_zero_free(void *p, const char *fn);
+extern _Atomic uint64_t hz_zero_allocs, hz_zero_frees;
 void hz_checked_on_free(const hz_span_t *s, hz_block_t *b, const char *fn); /* verifies, fills */
 /* A small block's usable size is its request, recorded after it. */
 void hz_checked_stamp(hz_block_t *b, size_t block_size, size_t request); /* after a resize in place */

@@ -423,7 +423,7 @@ __attribute__((constructor)) static void hz_profile_ctor(void) {
   hz_os_atfork_child(prof_fork_child);
   if (hz_os_cwd(prof_start_dir, sizeof prof_start_dir - 1)) strcat(prof_start_dir, "/");
   else prof_start_dir[0] = 0;
-  if (hz_opt(HZ_OPTION_LEAKS)) {
+  if (hz_opt(HZ_OPTION_LEAKS) || hz_opt(HZ_OPTION_PROFILE)) { /* (the leak report, or a failed write's warning) */
     prof_leak_fd = hz_os_open_report(NULL, false);
     prof_leak_fd_id = hz_os_fd_id(prof_leak_fd);
   }
@@ -436,7 +436,9 @@ __attribute__((destructor)) static void hz_profile_dtor(void) {
       hz_warning("HAKOZUNA_PROFILE_FILE is empty or too long; no profile written");
     } else {
       snprintf(full, sizeof full, "%s%s", path[0] == '/' ? "" : prof_start_dir, path);
-      if (hz_profile_dump(full) != 0) hz_warning("the heap profile could not be written to %s", full);
+      if (hz_profile_dump(full) != 0)
+        hz_warning_to(hz_os_fd_is(prof_leak_fd, prof_leak_fd_id) ? prof_leak_fd : 2,
+                      "the heap profile could not be written to %s", full);
     }
   }
   if (hz_opt(HZ_OPTION_LEAKS)) {

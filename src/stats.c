@@ -48,8 +48,21 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
   st->version = 1;
   st->size = out->size;
   memcpy(out, st, out->size);
-  hz_free(st);
+  hz_stats_delete(st);
   return 0;
+}
+
+/* (Not inlined, as hz_malloc in hz_stats_new is not: under valgrind, which
+ * replaces both, mallinfo2 freed memcheck's block with the free inlined in
+ * alloc.c, and aborted on an invalid pointer.) */
+hz_noinline void hz_stats_delete(hz_stats_t *st) { hz_free(st); }
+
+/* p is a small block of class c (not sampled by the profiler, which gives
+ * blocks large spans of their own). */
+static bool in_spans_of_class(const void *p, uint32_t c) {
+  if (hz_segmap_get(p) != HZ_MAP_SPANS) return false;
+  const hz_span_t *s = hz_span_of(p);
+  return s->kind == HZ_SPAN_SMALL && s->cls == c;
 }
 
 /* The statistics in a block of our own, NULL (ENOMEM) if none: the struct is
@@ -57,8 +70,23 @@ HZ_EXPORT int hz_stats_get(hz_stats_t *out) {
  * stack of 16 KiB (PTHREAD_STACK_MIN), which a few copies overflowed. */
 hz_stats_t *hz_stats_new(void) {
   hz_stats_t *st = hz_malloc(sizeof *st);
-  if (st != NULL) stats_get(st);
-  else errno = ENOMEM;
+  if (st == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  stats_get(st);
+  /* The snapshot leaves its own block out: a program that allocated
+   * nothing had 1 block live in every report, and mallinfo2 counted it. */
+  uint32_t c = hz_class_of(sizeof *st + HZ_CANARY_SIZE);
+  hz_class_stats_t *cs = &st->classes[c];
+  if (in_spans_of_class(st, c) && cs->live > 0 && cs->mallocs > 0) {
+    cs->live--;
+    cs->mallocs--;
+    st->blocks_live--;
+    st->bytes_in_use -= hz_class_size(c);
+    st->bytes_allocated -= hz_class_size(c);
+    st->unused_in_spans += hz_class_size(c);
+  }
   return st;
 }
 
@@ -119,6 +147,14 @@ static int stats_get(hz_stats_t *out) {
   }
   out->large_live_bytes = large_bytes > 0 ? (uint64_t)large_bytes : 0;
   hz_arena_live_blocks(live);
+#if HZ_CHECKED
+  /* 0-byte blocks, slots of a segment of no access, as the default build's
+   * malloc(0): blocks of the first class */
+  uint64_t zero_allocs = atomic_load_explicit(&hz_zero_allocs, memory_order_relaxed);
+  uint64_t zero_frees = atomic_load_explicit(&hz_zero_frees, memory_order_relaxed);
+  cs[HZ_FIRST_CLASS].mallocs += zero_allocs;
+  live[HZ_FIRST_CLASS] += zero_allocs > zero_frees ? zero_allocs - zero_frees : 0;
+#endif
   for (int c = 0; c < HZ_NCLASS; c++) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
     /* blocks freed by other threads and not yet back in their span are freed */
@@ -150,8 +186,17 @@ static int stats_get(hz_stats_t *out) {
   out->other_os_calls = atomic_load_explicit(&hz_os_stats.other_calls, memory_order_relaxed);
   out->peak_rss = hz_os_peak_rss();
   out->current_rss = hz_os_rss();
-  /* read after the peak: the resident set may have grown in between */
+  /* read after the peak: the resident set may have grown in between. The
+   * two come from different counters (statm's can be above getrusage's
+   * peak), so the peak is also held to the highest one reported before. */
+  static _Atomic uint64_t peak_reported;
+  uint64_t before = atomic_load_explicit(&peak_reported, memory_order_relaxed);
   if (out->peak_rss < out->current_rss) out->peak_rss = out->current_rss;
+  while (out->peak_rss > before &&
+         !atomic_compare_exchange_weak_explicit(&peak_reported, &before, out->peak_rss, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+  if (out->peak_rss < before) out->peak_rss = before;
   stats_get_usage(out);
   /* freed blocks still on their way back to their span */
   out->unused_in_spans += transit_bytes + (transit_large > 0 ? (uint64_t)transit_large : 0);
@@ -176,9 +221,7 @@ static const char *human(char buf[16], uint64_t b) {
 
 /* The report: the options in effect, a row per size class in use (blocks,
  * then bytes), where the memory is, and at exit the blocks never freed. */
-static void stats_report(FILE *f, bool at_exit) {
-  hz_stats_t *st = hz_stats_new();
-  if (st == NULL) return;
+static void stats_report(FILE *f, const hz_stats_t *st, bool at_exit) {
   char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
   fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, hz_os_pid());
   hz_options_print(f);
@@ -219,7 +262,6 @@ static void stats_report(FILE *f, bool at_exit) {
   if (at_exit)
     fprintf(f, "%llu blocks (%s) still live at exit\n", (unsigned long long)st->blocks_live,
             human(b1, st->bytes_in_use));
-  hz_free(st);
 }
 
 /* malloc_info(): glibc's XML layout, so tools that parse glibc's output read
@@ -268,7 +310,7 @@ void hz_stats_malloc_info(FILE *out) {
   info_totals(out, free_count, unused, st);
   info_system(out, st);
   fprintf(out, "</malloc>\n");
-  hz_free(st);
+  hz_stats_delete(st);
 }
 
 /* ---- messages to the program's hooks ---- */
@@ -310,20 +352,26 @@ static ssize_t hook_write(void *cookie, const char *buf, size_t n) {
   return (ssize_t)n;
 }
 
-/* Report to f, or to the output hook (stderr without one). */
-static void stats_report_to(FILE *f, bool at_exit) {
+/* Report st to f, or to the output hook (stderr without one); frees st.
+ * (The snapshot is taken before a stream is opened for it, whose buffers
+ * would count as the program's blocks.) */
+static void stats_report_to(FILE *f, hz_stats_t *st, bool at_exit) {
+  if (st == NULL) return;
   if (f) {
-    stats_report(f, at_exit);
+    stats_report(f, st, at_exit);
+    hz_stats_delete(st);
     return;
   }
 #ifdef _WIN32
   /* no fopencookie: the report goes through a temporary file */
   FILE *hook = atomic_load(&hz_output_hook) ? tmpfile() : NULL;
   if (hook == NULL) {
-    stats_report(stderr, at_exit);
+    stats_report(stderr, st, at_exit);
+    hz_stats_delete(st);
     return;
   }
-  stats_report(hook, at_exit);
+  stats_report(hook, st, at_exit);
+  hz_stats_delete(st);
   rewind(hook);
   char line[512];
   while (fgets(line, sizeof line, hook)) hook_write(NULL, line, strlen(line)); /* a line per call */
@@ -332,17 +380,19 @@ static void stats_report_to(FILE *f, bool at_exit) {
   cookie_io_functions_t io = {.write = hook_write};
   FILE *hook = atomic_load(&hz_output_hook) ? fopencookie(NULL, "w", io) : NULL;
   if (hook == NULL) {
-    stats_report(stderr, at_exit);
+    stats_report(stderr, st, at_exit);
+    hz_stats_delete(st);
     return;
   }
   char line[512];
   setvbuf(hook, line, _IOLBF, sizeof line);
-  stats_report(hook, at_exit);
+  stats_report(hook, st, at_exit);
+  hz_stats_delete(st);
   fclose(hook);
 #endif
 }
 
-HZ_EXPORT void hz_stats_print(FILE *f) { stats_report_to(f, false); }
+HZ_EXPORT void hz_stats_print(FILE *f) { stats_report_to(f, hz_stats_new(), false); }
 
 /* snprintf that appends and keeps counting past the end, like snprintf. */
 typedef struct { char *buf; size_t len, pos; } hz_out_t;
@@ -380,7 +430,7 @@ HZ_EXPORT size_t hz_stats_json(char *buf, size_t len) {
     first = false;
   }
   outf(&o, "]}");
-  hz_free(st);
+  hz_stats_delete(st);
   return o.pos;
 }
 
@@ -458,8 +508,9 @@ __attribute__((destructor)) static void hz_stats_dtor(void) {
   } else if (hz_os_fd_is(hz_stats_fd, hz_stats_fd_id)) {
     fd = hz_stats_fd;
   }
+  hz_stats_t *st = hz_stats_new(); /* (before fdopen's stream) */
   FILE *f = to_file && fd >= 0 ? fdopen(fd, "w") : NULL;
   if (f) setvbuf(f, hz_stats_buf, _IOFBF, sizeof hz_stats_buf);
-  stats_report_to(f ? f : to_file ? stderr : NULL, true);
+  stats_report_to(f ? f : to_file ? stderr : NULL, st, true);
   if (f) fclose(f);
 }

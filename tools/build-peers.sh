@@ -3,7 +3,7 @@
 # Builds release builds of the strongest peers (mimalloc 3, snmalloc,
 # rpmalloc) from their public repositories into .peers/ (git-ignored: the
 # peers' code never enters this repository), for
-#   make bench ALLOC=hakozuna,mimalloc3=.peers/lib/libmimalloc.so,...
+#   make bench ALLOC=hakozuna,mimalloc3=.peers/lib/libmimalloc3.so,...
 #   tools/build-peers.sh            clone from GitHub (network) and build
 #   SRC=DIR tools/build-peers.sh    use DIR/{mimalloc,snmalloc,rpmalloc} already unpacked
 # Needs git (without SRC), cmake, a C/C++ compiler. Prints the NAME=PATH list.

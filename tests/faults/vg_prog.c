@@ -4,7 +4,9 @@
  * everything; "bad" also reads a freed block, writes past the end of a
  * block and leaks one, which memcheck must report when it has replaced the
  * allocator (--soname-synonyms=somalloc=...). Exit status 0 either way: the
- * verdict is valgrind's. */
+ * verdict is valgrind's. Both call mallinfo2 and malloc_trim, which allocate
+ * inside the library. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,12 @@ int main(int argc, char **argv) {
   char *huge = calloc(1, 5 << 20);
   huge[12345] = 1;
   free(huge);
+  /* the functions that allocate inside the library: their blocks must come
+   * from and go back to the same allocator (mallinfo2 freed memcheck's
+   * block with hakozuna's inlined free: "invalid pointer") */
+  struct mallinfo2 mi = mallinfo2();
+  malloc_trim(0);
+  if (mi.arena == 0) puts("mallinfo2: no arena?");
   if (bad) {
     volatile char *p = malloc(100);
     free((void *)p);

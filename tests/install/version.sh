@@ -4,7 +4,8 @@
 # with the one definition, VERSION in the Makefile: the shared library's file
 # name and soname, hakozuna.pc, the CMake version file, the launcher (source
 # tree and installed copy), hz_version()/hz_version_string(), the header's
-# HZ_VERSION_* macros, the exit report, the Rust crate, CHANGELOG.md, the
+# HZ_VERSION_* macros, the exit report, the Rust crate, CHANGELOG.md,
+# docs/install.md's table of installed files, the
 # man pages (source and installed) and the Debian packages' names and
 # control files (when build/deb holds them: make deb).
 # Run from the repository root after `make` (make test-install runs it).
@@ -55,6 +56,9 @@ crate=$(sed -n 's/^version = "\(.*\)"/\1/p' bindings/rust/Cargo.toml | head -1)
 lock=$(sed -n '/^name = "hakozuna"$/{n;s/^version = "\(.*\)"/\1/p;}' bindings/rust/Cargo.lock)
 [ "$lock" = "$v" ] || fail "bindings/rust/Cargo.lock has hakozuna '$lock', want $v"
 grep -q "^## \[$v\]" CHANGELOG.md || fail "CHANGELOG.md has no '## [$v]' section"
+# the install table names the library file (it said 0.1.0 after 0.2.0)
+other=$(grep -o 'libhakozuna\.so\.[0-9]*\.[0-9]*\.[0-9]*' docs/install.md | grep -vx "libhakozuna.so.$v")
+[ -z "$other" ] || fail "docs/install.md names $other, want libhakozuna.so.$v"
 for page in docs/man/hakozuna.1 docs/man/hakozuna.3 "$tmp/root/usr/share/man/man1/hakozuna.1" \
   "$tmp/root/usr/share/man/man3/hakozuna.3"; do
   th=$(sed -n 's/^\.TH HAKOZUNA [13] "[^"]*" "hakozuna \([^"]*\)".*/\1/p' "$page")

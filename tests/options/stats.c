@@ -231,6 +231,30 @@ static void test_remote_counts(void) {
   CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, delay) == 0);
 }
 
+/* A thread's blocks, freed by main after it exited, then collected: the
+ * peak read after each step never goes down (it did at each of these steps:
+ * the first reads took statm's resident set, above getrusage's peak). */
+static void *peak_blocks[10100];
+static void *peak_alloc(void *arg) {
+  for (int i = 0; i < 10000; i++) peak_blocks[i] = malloc(64);
+  for (int i = 0; i < 100; i++) peak_blocks[10000 + i] = malloc(50000);
+  return arg;
+}
+
+static void test_peak_kept(void) {
+  pthread_t th;
+  if (!CHECK(pthread_create(&th, NULL, peak_alloc, NULL) == 0)) return;
+  pthread_join(th, NULL);
+  hz_stats_t a = get();
+  for (int i = 0; i < 10100; i++) free(peak_blocks[i]);
+  hz_stats_t b = get();
+  hz_collect(1);
+  hz_stats_t c = get();
+  CHECKF(a.peak_rss <= b.peak_rss && b.peak_rss <= c.peak_rss, "peak rss %llu, %llu, %llu KiB",
+         (unsigned long long)a.peak_rss / 1024, (unsigned long long)b.peak_rss / 1024,
+         (unsigned long long)c.peak_rss / 1024);
+}
+
 #ifndef _WIN32 /* (the grower maps memory with mmap) */
 /* RSS "now" is never above "peak", even while another thread makes the
  * resident set grow between the two readings. */
@@ -250,10 +274,16 @@ static void test_rss(void) {
   rss_stop = 0;
   if (!CHECK(pthread_create(&th, NULL, rss_grower, NULL) == 0)) return;
   int bad = 0;
+  uint64_t peak = 0;
   for (int i = 0; i < 3000 && !bad; i++) {
     hz_stats_t s = get();
     bad = !CHECKF(s.current_rss <= s.peak_rss, "rss %llu KiB now, %llu KiB peak",
                   (unsigned long long)s.current_rss / 1024, (unsigned long long)s.peak_rss / 1024);
+    /* (the peak came from getrusage, now from statm, which can be ahead:
+     * it went down from one read to the next) */
+    bad = bad || !CHECKF(s.peak_rss >= peak, "read %d: peak rss %llu KiB, %llu KiB before", i,
+                         (unsigned long long)s.peak_rss / 1024, (unsigned long long)peak / 1024);
+    peak = s.peak_rss;
   }
   rss_stop = 1;
   pthread_join(th, NULL);
@@ -263,8 +293,10 @@ static void test_rss(void) {
 /* Counters read while other threads allocate and free each other's blocks
  * are a snapshot, but a consistent one: in every class, remote frees are
  * frees, and frees are mallocs (an exit report once showed remote frees >
- * frees). Two producers hand blocks to two consumers through a ring; main
- * reads the statistics throughout. */
+ * frees); and no count is absurd (a span read while its owner changed it
+ * counted 2^30 blocks live: a class showed 2 GB live in 200 MB committed,
+ * and the unused bytes were near 2^64). Two producers hand blocks to two
+ * consumers through a ring; main reads the statistics throughout. */
 enum { SNAP_SLOTS = 4096, SNAP_OPS = 400000 };
 static void *_Atomic snap_ring[SNAP_SLOTS];
 static _Atomic int snap_done, snap_finished;
@@ -292,6 +324,54 @@ static void *snap_consumer(void *arg) {
   return NULL;
 }
 
+/* No count of a snapshot is absurd. */
+static int sane(const hz_stats_t *s, const hz_class_stats_t *r, int read) {
+  uint64_t bound = s->bytes_committed + 64 * MiB; /* (committed may have shrunk since) */
+  return CHECKF(r->live * r->block_size <= bound && s->unused_in_spans <= bound,
+                "read %d: %llu blocks of %llu bytes live, %llu bytes unused in spans, %llu committed", read,
+                (unsigned long long)r->live, (unsigned long long)r->block_size,
+                (unsigned long long)s->unused_in_spans, (unsigned long long)s->bytes_committed);
+}
+
+/* Threads that keep a few blocks of 1-1024 bytes, replacing them, and swap
+ * some with each other: their spans fill up and leave their class list, and
+ * a block back lists them again, the count and the flag changing under
+ * main's reads (the 2^30 above: 128 of 622,009 reads before the fix). */
+static void *_Atomic mix_ring[1024];
+static void *snap_mixer(void *arg) {
+  unsigned x = (unsigned)(uintptr_t)arg * 7919u;
+  void *own[128] = {0};
+  while (!atomic_load(&snap_done)) {
+    x = x * 1103515245u + 12345u;
+    int k = (x >> 5) % 128;
+    free(own[k]);
+    own[k] = malloc(1 + (x >> 12) % 1024);
+    own[k] = atomic_exchange(&mix_ring[(x >> 9) % 1024], own[k]);
+  }
+  for (int k = 0; k < 128; k++) free(own[k]);
+  return NULL;
+}
+
+static void test_snapshot_mix(void) {
+  enum { MIXERS = 3 };
+  pthread_t mix[MIXERS];
+  atomic_store(&snap_done, 0);
+  for (int i = 0; i < MIXERS; i++)
+    if (!CHECK(pthread_create(&mix[i], NULL, snap_mixer, (void *)(uintptr_t)(i + 1)) == 0)) return;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int bad = 0, reads = 0;
+  for (double dt = 0; dt < 1.5 && !bad; reads++) {
+    hz_stats_t s = get();
+    for (uint32_t c = 0; c < s.class_count && !bad; c++) bad = !sane(&s, &s.classes[c], reads);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    dt = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+  }
+  atomic_store(&snap_done, 1);
+  for (int i = 0; i < MIXERS; i++) pthread_join(mix[i], NULL);
+  for (int i = 0; i < 1024; i++) free(atomic_exchange(&mix_ring[i], NULL));
+}
+
 static void test_snapshot(void) {
   pthread_t prod[2], cons[2];
   atomic_store(&snap_done, 0);
@@ -310,6 +390,7 @@ static void test_snapshot(void) {
                     (unsigned long long)r->block_size, (unsigned long long)r->mallocs,
                     (unsigned long long)r->frees, (unsigned long long)r->remote_frees,
                     (unsigned long long)r->live);
+      bad = bad || !sane(&s, r, reads);
     }
   }
   atomic_store(&snap_done, 1);
@@ -384,10 +465,12 @@ TEST_MAIN() {
     free(buf);
     return 0;
   }
+  test_peak_kept(); /* (first: while the peak is the present) */
   test_idle();
   test_counters();
   test_remote_counts();
   test_snapshot();
+  test_snapshot_mix();
 #ifndef _WIN32
   test_rss();
 #endif

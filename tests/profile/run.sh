@@ -45,6 +45,13 @@ ppid_=$(sed -n 's/^parent pid //p' "$tmp/fork.out")
 grep -q parent_site "$tmp/fork-$ppid_.txt" 2>/dev/null || fail "the parent's exit profile fork-$ppid_.txt lacks parent_site"
 [ "$(ls "$tmp"/fork-*.pb.gz | wc -l)" -eq 9 ] || fail "want 9 fork profiles (parent, 8 children): $(ls "$tmp")"
 
+# 3b. A profile that cannot be written is reported, also by a program that
+# closed stderr before exiting (the warning went to a closed descriptor).
+run HAKOZUNA_PROFILE=1 HAKOZUNA_PROFILE_FILE="$tmp/no-such-dir/p.pb.gz" "$prog" close-stderr 2>"$tmp/nodir.err" ||
+  fail "profile close-stderr failed"
+grep -q "warning: the heap profile could not be written to $tmp/no-such-dir/p.pb.gz" "$tmp/nodir.err" ||
+  fail "no warning for a profile that could not be written: '$(head -c 300 "$tmp/nodir.err")'"
+
 # 4. Switched on at run time; dumps while two threads allocate.
 run "$prog" concurrent "$tmp" >"$tmp/conc.out" 2>&1 || fail "profile concurrent: $(tail -n 20 "$tmp/conc.out")"
 

@@ -11,11 +11,14 @@
  *                  (HAKOZUNA_CHECK=0); NULL gives stderr back
  *   report exit    leaves 3 blocks live, an output hook prints "HOOK:" lines
  *                  to stdout (the exit report with HAKOZUNA_STATS=1)
+ *   report counts  0-byte blocks and remote frees are counted at once
+ *   report none    allocates nothing (its exit report must say 0 blocks live)
  *   report info    malloc_info(0, stdout) after a known workload */
 #include "check.h"
 #include "hakozuna.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,6 +136,51 @@ static int hooks(void) {
   return check_failed() ? 1 : 0;
 }
 
+static uint64_t class_sum(const hz_stats_t *s, int remote) {
+  uint64_t n = 0;
+  for (uint32_t c = 0; c < s->class_count; c++) n += remote ? s->classes[c].remote_frees : s->classes[c].mallocs;
+  return n;
+}
+
+/* Counting that differed between the builds (report.sh runs this on both):
+ * the checked build's 0-byte blocks (slots of a segment of no access) were
+ * not counted at all, and its remote frees only once they left the freeing
+ * thread's quarantine, though live and frees counted them at once. */
+static pthread_barrier_t bar;
+static void *owner(void *arg) {
+  for (int i = 0; i < 1000; i++) blocks[i] = malloc(48);
+  pthread_barrier_wait(&bar); /* main frees them */
+  pthread_barrier_wait(&bar); /* the owner lives until it has counted */
+  return arg;
+}
+
+static int counts(void) {
+  hz_stats_t a = get();
+  for (int i = 0; i < 100; i++) blocks[i] = malloc(0);
+  hz_stats_t b = get();
+  CHECKF(b.blocks_live - a.blocks_live == 100 && class_sum(&b, 0) - class_sum(&a, 0) == 100,
+         "100 malloc(0): blocks live %llu -> %llu, mallocs +%llu", (unsigned long long)a.blocks_live,
+         (unsigned long long)b.blocks_live, (unsigned long long)(class_sum(&b, 0) - class_sum(&a, 0)));
+  for (int i = 0; i < 100; i++) free(blocks[i]);
+  hz_stats_t c = get();
+  CHECKF(c.blocks_live == a.blocks_live, "the 100 freed: blocks live %llu, %llu before",
+         (unsigned long long)c.blocks_live, (unsigned long long)a.blocks_live);
+  pthread_t th;
+  pthread_barrier_init(&bar, NULL, 2);
+  if (!CHECK(pthread_create(&th, NULL, owner, NULL) == 0)) return 1;
+  pthread_barrier_wait(&bar);
+  hz_stats_t d = get();
+  for (int i = 0; i < 1000; i++) free(blocks[i]);
+  hz_stats_t e = get();
+  CHECKF(class_sum(&e, 1) - class_sum(&d, 1) == 1000 && d.blocks_live - e.blocks_live == 1000,
+         "1000 blocks freed by main, their owner alive: remote frees +%llu, blocks live %llu -> %llu",
+         (unsigned long long)(class_sum(&e, 1) - class_sum(&d, 1)), (unsigned long long)d.blocks_live,
+         (unsigned long long)e.blocks_live);
+  pthread_barrier_wait(&bar);
+  pthread_join(th, NULL);
+  return check_failed() ? 1 : 0;
+}
+
 static void to_stdout(const char *msg, void *arg) {
   (void)arg;
   printf("HOOK:%s", msg);
@@ -143,17 +191,19 @@ TEST_MAIN() {
   const char *mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "usage") == 0) return usage();
   if (strcmp(mode, "hooks") == 0) return hooks();
+  if (strcmp(mode, "counts") == 0) return counts();
   if (strcmp(mode, "exit") == 0) {
     hz_set_output(to_stdout, NULL);
     for (int i = 0; i < 3; i++) blocks[i] = malloc(40);
     return 0;
   }
+  if (strcmp(mode, "none") == 0) return 0; /* allocates nothing (the report's own memory is not counted) */
   if (strcmp(mode, "info") == 0) {
     for (int i = 0; i < 1000; i++) blocks[i] = malloc(200);
     for (int i = 0; i < 1000; i += 2) free(blocks[i]);
     blocks[1000] = malloc(32 << 20);
     return malloc_info(0, stdout) == 0 ? 0 : 1;
   }
-  fprintf(stderr, "usage: report usage|hooks|exit|info\n");
+  fprintf(stderr, "usage: report usage|hooks|counts|exit|none|info\n");
   return 2;
 }
