@@ -6,6 +6,7 @@
 #ifndef _WIN32
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -345,6 +346,14 @@ int hz_os_thread_start(void *(*fn)(void *)) {
 
 /* Called by the new thread itself: a detached thread may be gone before its
  * creator could name it. */
+/* (dlsym finds the definition after the object that calls it: ours) */
+void *hz_os_next_function(const char *name) {
+  int errno_saved = errno;
+  void *f = dlsym(RTLD_NEXT, name);
+  errno = errno_saved;
+  return f;
+}
+
 void hz_os_thread_name(const char *name) {
   int errno_saved = errno;
   pthread_setname_np(pthread_self(), name);

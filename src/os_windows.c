@@ -222,6 +222,11 @@ int hz_os_thread_start(void *(*fn)(void *)) {
 
 /* The purge thread names itself (a detached thread may be gone by the time
  * its creator would name it); the function was looked up at start-up. */
+void *hz_os_next_function(const char *name) { /* (the operators are the program's own there) */
+  (void)name;
+  return NULL;
+}
+
 void hz_os_thread_name(const char *name) {
   set_description_t set = os_set_description;
   if (set == NULL) return;

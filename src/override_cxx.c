@@ -20,7 +20,30 @@ typedef void (*hz_new_handler_t)(void);
 extern hz_new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
+/* A nothrow new returns NULL where the other throws, and that includes a
+ * std::bad_alloc thrown by the new_handler, which C cannot catch: it went
+ * on through the caller's noexcept frame, and std::terminate ended the
+ * program. With a handler set, the C++ runtime's own nothrow operator (the
+ * next definition after ours) does it: libstdc++'s calls the throwing
+ * operator, ours, inside a try block. False if there is none (the
+ * program's own, or a static link): the handler is then called here. */
+static bool new_nothrow_by_runtime(size_t n, size_t align, void **out) {
+  static const char nothrow_tag = 0; /* (std::nothrow_t is empty) */
+  if (align == 0) {
+    void *(*fn)(size_t, const void *) = (void *(*)(size_t, const void *))hz_os_next_function("_ZnwmRKSt9nothrow_t");
+    if (fn) *out = fn(n, &nothrow_tag);
+    return fn != NULL;
+  }
+  void *(*fn)(size_t, size_t, const void *) =
+      (void *(*)(size_t, size_t, const void *))hz_os_next_function("_ZnwmSt11align_val_tRKSt9nothrow_t");
+  if (fn) *out = fn(n, align, &nothrow_tag);
+  return fn != NULL;
+}
+
 static hz_noinline void *new_failed(size_t n, size_t align, bool nothrow) { /* (declared in alloc.c) */
+  void *q;
+  if (nothrow && _ZSt15get_new_handlerv && _ZSt15get_new_handlerv() != NULL && new_nothrow_by_runtime(n, align, &q))
+    return q;
   for (;;) {
     hz_new_handler_t handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (handler == NULL) break;
