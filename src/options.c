@@ -26,7 +26,8 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_VERBOSE] = {"verbose", 0, 0, 1, "bool", "print diagnostics (option warnings, OS failures) to stderr"},
   [HZ_OPTION_STATS] = {"stats", 0, 0, 1, "bool", "print the statistics report to stderr at exit"},
   [HZ_OPTION_PURGE_DELAY] = {"purge_delay", 100, -1, 3600000, "ms",
-                             "free memory goes back to the OS this long after it was freed (0 at once, -1 never)"},
+                             "free memory goes back to the OS this long after it was freed (0 at once, but then no purge "
+                             "thread runs, nor its trim of idle threads' partly used spans; -1 never)"},
   [HZ_OPTION_PURGE_THREAD] = {"purge_thread", 1, 0, 2, "mode",
                               "purge from a background thread, so idle programs return memory too: 0 never, "
                               "1 once the program has started a thread of its own, 2 also in single-threaded programs"},

@@ -19,8 +19,9 @@
  * returns, relinking around them, and marks the pages in s->trimmed, from
  * which the owner's next refill from the span puts the blocks back
  * (span_untrim). The head itself stays, as the owner's next push links to
- * it. Each relink leaves a whole list, and the pages go last: a fork in the
- * middle loses the child some free blocks, never hands one out twice.
+ * it. Each relink leaves a whole list, then the pages go back, and are
+ * marked last: a fork in the middle loses the child some free blocks, never
+ * hands one out twice nor finds a marked page that did not go back.
  * The remote frees waiting in the heap's inbox are trimmed too (remote.c,
  * hz_remote_trim); the spans in its span cache go back from heap.c
  * (hz_heaps_trim_caches), under the same claim. */
@@ -94,13 +95,16 @@ __attribute__((no_sanitize("thread"))) bool hz_trim_span_pages(hz_span_t *s, hz_
     kept = b;
   }
   if (trim_link(kept) != NULL) __atomic_store_n(&kept->next, NULL, __ATOMIC_RELAXED);
-  s->trimmed |= trim;
   for (size_t p = 0; p < pages;) {
     size_t q = p;
     while (q < pages && (trim >> q & 1)) q++;
     if (q > p) hz_os_purge((void *)(s->start + p * ps), (q - p) * ps);
     p = q + 1;
   }
+  /* Marked once they are zero: a page marked first and a fork before its
+   * purge left the child a marked page still holding its blocks, which its
+   * next refill reported as a double free (tests/threads/fork_trim). */
+  s->trimmed |= trim;
   return true;
 }
 

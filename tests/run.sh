@@ -213,6 +213,7 @@ else
   t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
+  e threads/fork_trim "aborts in children forked while threads run" t threads/fork_trim 120 - hakozuna "$B/threads/fork_trim"
   t threads/inbox_full 60 - hakozuna "$B/threads/inbox_full"
   t threads/join_adopted 60 - hakozuna "$B/threads/join_adopted"
   t misuse/trim_double 60 - hakozuna "$B/misuse/trim_double"
