@@ -85,7 +85,11 @@ static void misuse(const char *fmt, ...) {
 }
 
 void hz_misuse_foreign(const void *p, const char *fn) {
-  misuse("%s(): invalid pointer %p (not allocated by hakozuna)", fn, p);
+  if (hz_segmap_get(p) == HZ_MAP_GONE)
+    misuse("%s(): %s %p, or a pointer into it (a huge block, whose memory already went back to the system)", fn,
+           strcmp(fn, "malloc_usable_size") == 0 ? "use of the freed block" : "double free of", p);
+  else
+    misuse("%s(): invalid pointer %p (not allocated by hakozuna)", fn, p);
 }
 
 void hz_misuse_interior(const void *p, const void *block, size_t size, const char *fn) {

@@ -243,7 +243,9 @@ static inline hz_span_t *hz_seg_span(hz_segment_t *seg, size_t i) { return (hz_s
 _Static_assert(sizeof(hz_segment_t) <= HZ_SLICE_SIZE, "segment header fits slice 0");
 
 /* Segment map values. */
-enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3, HZ_MAP_ZERO = 4 };
+/* HZ_MAP_GONE: a huge block's mapping, returned to the OS. Nothing of ours is
+ * there, but a free of it is most likely the block's double free, and says so. */
+enum { HZ_MAP_NONE = 0, HZ_MAP_SPANS = 1, HZ_MAP_HUGE = 2, HZ_MAP_HUGE_TAIL = 3, HZ_MAP_ZERO = 4, HZ_MAP_GONE = 5 };
 extern uint8_t hz_segmap[HZ_SEGMAP_LEN];
 /* Written under different locks (arena, huge) and read by every free with
  * none: single bytes, stored atomically (relaxed); a free of a live block is

@@ -115,12 +115,12 @@ static bool hz_huge_move_unsupported;
 static void segmap_mark(hz_huge_t *hh, uint8_t v) {
   uintptr_t i = (uintptr_t)hh >> HZ_SEG_SHIFT, n = hh->map_size >> HZ_SEG_SHIFT;
   hz_segmap_set(i, v);
-  for (uintptr_t j = 1; j < n; j++) hz_segmap_set(i + j, v ? HZ_MAP_HUGE_TAIL : HZ_MAP_NONE);
+  for (uintptr_t j = 1; j < n; j++) hz_segmap_set(i + j, v == HZ_MAP_HUGE ? HZ_MAP_HUGE_TAIL : v);
 }
 
 /* (the caller took its splits off hz_huge_splits, holding the lock) */
 static void huge_unmap(hz_huge_t *hh) {
-  segmap_mark(hh, HZ_MAP_NONE);
+  segmap_mark(hh, HZ_MAP_GONE);
   hz_stats_commit(-(int64_t)hh->map_size);
   hz_os_unmap(hh, hh->map_size);
 }
@@ -310,12 +310,13 @@ static hz_huge_t *huge_lookup(const void *p, const char *fn) {
     return NULL;
   }
   char *block = (char *)hh + hh->offset;
+  size_t usable = hh->used_size - hh->offset - hz_huge_guard();
   if (hh->cached) {
-    hz_misuse_double(p, hh->map_size - hh->offset, fn);
+    hz_misuse_double(p, usable, fn);
     return NULL;
   }
   if ((const char *)p != block) {
-    hz_misuse_interior(p, block, hh->map_size - hh->offset, fn);
+    hz_misuse_interior(p, block, usable, fn);
     return NULL;
   }
   return hh;

@@ -40,7 +40,11 @@ static hz_crt_t crt_get(void) {
   return crt;
 }
 
-static inline bool foreign(const void *p) { return p != NULL && hz_segmap_get(p) == HZ_MAP_NONE; }
+/* (a returned huge block's address may be the CRT's now) */
+static inline bool foreign(const void *p) {
+  uint8_t m = p != NULL ? hz_segmap_get(p) : HZ_MAP_SPANS;
+  return m == HZ_MAP_NONE || m == HZ_MAP_GONE;
+}
 
 void *malloc(size_t n) { return hz_malloc(n); }
 void *calloc(size_t count, size_t size) { return hz_calloc(count, size); }

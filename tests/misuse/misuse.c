@@ -10,6 +10,8 @@
  *   hakozuna: free(): invalid pointer 0x... (in a span of N-byte blocks, where
  *             no block was handed out yet | in the tail of a span ... past its last block)
  *   hakozuna: malloc_usable_size(): use of the freed block 0x... (block of N bytes)
+ *   hakozuna: free(): double free of 0x..., or a pointer into it (a huge block, whose
+ *             memory already went back to the system)
  *   hakozuna: operator delete(): size N does not match the block 0x... (M bytes)
  *
  * (free, realloc or malloc_usable_size, as called). The pointer printed must
@@ -45,7 +47,7 @@ static const char *const fn_names[] = {"free", "realloc", "malloc_usable_size",
 
 /* What the child reports and the message must show. */
 typedef enum { EXPECT_DOUBLE, EXPECT_FOREIGN, EXPECT_INSIDE, EXPECT_ABORT, EXPECT_NOBLOCK,
-               EXPECT_SIZE, EXPECT_FREED, EXPECT_WAF, EXPECT_OVERFLOW, EXPECT_UNDERFLOW } expect_t;
+               EXPECT_SIZE, EXPECT_FREED, EXPECT_WAF, EXPECT_OVERFLOW, EXPECT_UNDERFLOW, EXPECT_GONE } expect_t;
 
 typedef struct mcase {
   const char *what;
@@ -219,6 +221,23 @@ static void run_double_thread(const mcase_t *c) {
   pthread_t th;
   if (pthread_create(&th, NULL, free_in_thread, p) != 0) _exit(5);
   pthread_join(th, NULL);
+}
+
+/* A huge block freed with no cache to keep it: its memory went back to the
+ * system at once, and the second call finds nothing of ours there. It was
+ * reported as a pointer hakozuna never allocated. */
+static void run_double_unmapped(const mcase_t *c) {
+  int (*option_set)(hz_option_t, long) = LIB_FN(int (*)(hz_option_t, long), "hz_option_set", hz_option_set);
+  if (!option_set || option_set(HZ_OPTION_HUGE_CACHE, 0) != 0) _exit(7);
+  void *p = malloc_fn(c->size);
+  if (!p) _exit(5);
+  report(p, p, c->size);
+  free_fn(p);
+#ifdef _WIN32
+  free_fn = hz_free; /* (free() gives the address to the C runtime, whose block it may be now) */
+  realloc_fn = hz_realloc;
+#endif
+  call(c->fn, p);
 }
 
 /* First free in another thread (a remote free), the second here. */
@@ -419,6 +438,13 @@ static void check_message(const mcase_t *c, const char *msg, uintptr_t passed,
   if (!CHECKF(strncmp(msg, prefix, strlen(prefix)) == 0, "%s: stderr \"%s\" "
               "does not start with \"%s\"", name, msg, prefix))
     return;
+  if (c->expect == EXPECT_GONE) {
+    CHECKF(pointer_after(msg, c->fn == FN_USABLE ? "use of the freed block " : "double free of ", &v) && v == passed,
+           "%s: stderr \"%s\", want a double free or use of %p", name, msg, (void *)passed);
+    CHECKF(strstr(msg, "(a huge block, whose memory already went back to the system)") != NULL,
+           "%s: stderr \"%s\"", name, msg);
+    return;
+  }
   if (c->expect == EXPECT_FREED) {
     CHECKF(pointer_after(msg, "use of the freed block ", &v) && v == passed,
            "%s: stderr \"%s\", want use of the freed block %p", name, msg, (void *)passed);
@@ -594,6 +620,9 @@ static int make_cases(mcase_t *out) {
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) out[n++] = cs[k];
   }
+  for (int fn = FN_FREE; fn <= FN_USABLE; fn++)
+    out[n++] = (mcase_t){"huge block used after its memory went back", fn, EXPECT_GONE, 16 * MiB,
+                         run_double_unmapped};
   for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++)
     out[n++] = (mcase_t){"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
   if (strcmp(hz_target(), "hakozuna-checked") == 0) {
