@@ -536,7 +536,10 @@ static void hz_malloc_stats(void) {
 #endif
 }
 /* glibc's tunables, mapped onto the option table where they mean something
- * here (README, "mallopt"); 1 when honoured, 0 when not, as glibc does. */
+ * here (README, "mallopt"). The others are accepted and change nothing: 1,
+ * as glibc returns for every parameter it knows and any it does not, but
+ * for a fast-bin size out of its range. Programs check it (glibc's own
+ * tests of fork and thread exit stop when mallopt(M_ARENA_MAX) returns 0). */
 static int hz_mallopt(int param, int value) {
   hz_init();
   switch (param) {
@@ -553,9 +556,11 @@ static int hz_mallopt(int param, int value) {
   }
   case M_CHECK_ACTION: /* bit 1: abort on a detected misuse */
     return hz_option_set(HZ_OPTION_CHECK, (value & 2) != 0) == 0;
+  case M_MXFAST: /* glibc's range check, no such knob */
+    return value >= 0 && value <= 80 * (int)sizeof(size_t) / 4;
 #endif
-  default: /* M_MXFAST, M_TOP_PAD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX: no such knob */
-    return 0;
+  default: /* M_TOP_PAD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, M_ARENA_MAX, unknown: no such knob */
+    return 1;
   }
 }
 

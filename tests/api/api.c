@@ -158,6 +158,28 @@ static void test_basics(const api_t *A) {
          grown / 1024);
 }
 
+/* ---- a live block holding a freed block's words ----
+ * glibc's tst-tcfree3: the words of a freed block (read after its free,
+ * as a program with a use-after-free bug does), copied into a live block
+ * of the same size, must not make that block's free a "double free".
+ * hakozuna's default build marked every free block of a span alike (its
+ * descriptor's address) and aborted. Small sizes only: the checked build
+ * makes freed large blocks inaccessible. */
+static void test_freed_words(const api_t *A) {
+  static const size_t sizes[] = {1, 16, 24, 32, 48, 100, 1000, 5000, 20000};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    size_t n = sizes[i], k = n < 32 ? n : 32;
+    unsigned char *v[8];
+    for (int j = 0; j < 8; j++) v[j] = A->malloc(tu_opaque(n));
+    unsigned char copy[32];
+    A->free(v[0]);
+    A->free(v[1]);
+    memcpy(copy, tu_opaque_ptr(v[1]), k); /* the freed block's link and mark */
+    for (int j = 2; j < 8; j++) memcpy(v[j], copy, k);
+    for (int j = 2; j < 8; j++) A->free(v[j]); /* (aborts if taken for a double free) */
+  }
+}
+
 /* ---- sizes 0..64 KiB densely, up to 64 MiB sparsely ---- */
 static void sweep_one(const api_t *A, void **ring, size_t *ringsz, size_t nring,
                       size_t *slot, size_t n) {
@@ -935,6 +957,7 @@ TEST_MAIN() {
   for (size_t i = 0; i < NAPIS; i++) {
     const api_t *A = apis[i];
     test_basics(A);
+    test_freed_words(A);
     test_sweep(A);
     test_realloc(A);
     test_calloc(A);
