@@ -328,6 +328,11 @@ HZ_EXPORT void *hz_realloc(void *p, size_t n) {
   }
 #endif
   if (shrinks) return p;
+  if (big && n > old && !atomic_load_explicit(&hz_profile_huge_live, memory_order_relaxed)) {
+    uint8_t m = hz_segmap_get(p); /* a huge block moves its pages, not its bytes */
+    void *q = m == HZ_MAP_HUGE || m == HZ_MAP_HUGE_TAIL ? hz_huge_realloc(p, n) : NULL;
+    if (q != NULL) return q;
+  }
   /* A block that grows is likely to grow again (strings, vectors): move it
    * to a block with a quarter more room, so the next appends stay in place.
    * Only where that is cheap: below the huge sizes, which are mapped. */
@@ -523,17 +528,27 @@ static struct mallinfo hz_mallinfo(void) {
   return mi;
 }
 
-/* Not a cancellation point (glibc's is not: tst-malloc-stats-cancellation),
- * though it writes to stderr. */
+/* hakozuna's report, then glibc's totals in glibc's words, for the scripts
+ * that read them (and glibc's tst-malloc-stats-cancellation). Not a
+ * cancellation point (glibc's is not), though it writes to stderr. */
 static void hz_malloc_stats(void) {
-#ifndef _WIN32
   int old;
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
   hz_stats_print(NULL);
+  hz_stats_t *st = hz_stats_new();
+  if (st != NULL) {
+    uint64_t count, bytes;
+    hz_huge_peaks(&count, &bytes);
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "Total (incl. mmap):\nsystem bytes     = %10llu\nin use bytes     = %10llu\n"
+                     "max mmap regions = %10llu\nmax mmap bytes   = %10llu\n",
+                     (unsigned long long)st->bytes_committed, (unsigned long long)st->bytes_in_use,
+                     (unsigned long long)count, (unsigned long long)bytes);
+    hz_stats_delete(st);
+    if (n > 0) hz_output_text(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+  }
   pthread_setcancelstate(old, NULL);
-#else
-  hz_stats_print(NULL);
-#endif
 }
 /* glibc's tunables, mapped onto the option table where they mean something
  * here (README, "mallopt"). The others are accepted and change nothing: 1,

@@ -12,6 +12,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 hz_span_t hz_span_empty;
@@ -326,6 +327,41 @@ static bool span_protected(hz_span_t *s, bool inaccessible) {
   return false;
 }
 
+/* Guard pages and closed spans stop short of the kernel's limit, so that
+ * spans can still be opened and the program still map: a thousand threads,
+ * each with large blocks live and its quarantine of closed spans, reached
+ * it, and small mallocs returned NULL for spans that could not be opened
+ * again. The credit is how many more may split a mapping (each into up to
+ * three) before the mappings are counted again (/proc/self/maps: a few ms
+ * with tens of thousands); an eighth of the limit stays free. Out of room,
+ * guards are skipped, and counted again after a quarter as many skips as
+ * there are mappings. */
+static _Atomic long guard_credit;
+static _Atomic long guard_recount_at;
+bool hz_heap_guard_may_split(void) {
+  long c = atomic_fetch_sub_explicit(&guard_credit, 1, memory_order_relaxed);
+  if (c > 0) return true;
+  if (c != 0 && c != -atomic_load_explicit(&guard_recount_at, memory_order_relaxed)) return false;
+  long limit = hz_os_map_limit(), n = limit > 0 ? hz_os_map_count() : -1;
+  if (n < 0) { /* no limit known: none kept */
+    atomic_store_explicit(&guard_credit, LONG_MAX / 2, memory_order_relaxed);
+    return true;
+  }
+  long room = limit - limit / 8 - n;
+  if (room >= 4) {
+    atomic_store_explicit(&guard_credit, room / 2 - 1, memory_order_relaxed);
+    return true;
+  }
+  atomic_store_explicit(&guard_recount_at, n / 4 > 1024 ? n / 4 : 1024, memory_order_relaxed);
+  atomic_store_explicit(&guard_credit, -1, memory_order_relaxed);
+  static _Atomic bool told;
+  if (!atomic_exchange_explicit(&told, true, memory_order_relaxed))
+    hz_verbose("%ld of the process's %ld memory mappings (vm.max_map_count) in use: the checked build's "
+               "guard pages and closed freed spans are skipped until some are gone",
+               n, limit);
+  return false;
+}
+
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
@@ -417,7 +453,9 @@ static void quarantine_flush(hz_heap_t *h) {
 
 /* A freed large span: inaccessible until the pool hands it out again. */
 static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
-  span_protected(s, true); /* (its pages stay: the pool purges them later, as any free span's) */
+  /* (its pages stay: the pool purges them later, as any free span's) */
+  if (hz_heap_guard_may_split()) span_protected(s, true);
+  else span_mark_protected(s, true); /* its guard page, if any, is opened when the span is taken */
   hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
   h->quarantine_large[h->quarantine_large_pos] = s;
   h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;

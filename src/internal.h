@@ -471,8 +471,11 @@ bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
 int hz_os_move(void *from, void *to, size_t size);  /* 0; -errno: not moved; 1: moved, `from` a hole */
+int hz_os_relocate(void *from, void *to, size_t size); /* 0; -errno: not moved. `from` is a hole after */
 void hz_os_advise_huge(void *p, size_t size, bool enable);
 int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused (out of mappings) */
+long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
+long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
 void hz_os_write(int fd, const char *s, size_t n);
@@ -560,6 +563,7 @@ hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if ne
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
+bool hz_heap_guard_may_split(void); /* checked build: room for one more guard page or closed span */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_abandon(hz_heap_t *h);
@@ -658,9 +662,11 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed);
 void hz_huge_free(void *p, const char *fn);
 size_t hz_huge_usable(const void *p, const char *fn);
 bool hz_huge_resize(void *p, size_t size, const char *fn);
+void *hz_huge_realloc(void *p, size_t size); /* moved to a bigger mapping; NULL: not (copy it) */
 bool hz_huge_purge(bool force); /* true while cached blocks remain */
 void hz_huge_counters(uint64_t *allocs, uint64_t *frees, uint64_t *live_bytes, uint64_t *cached_bytes);
 uint64_t hz_huge_allocated_bytes(void);
+void hz_huge_peaks(uint64_t *count, uint64_t *bytes); /* most huge blocks, and bytes of them, live at once */
 void hz_huge_fork_child(void);
 
 /* ---- stats.c ---- */

@@ -128,6 +128,18 @@ int hz_os_move(void *from, void *to, size_t size) {
   return r;
 }
 
+/* Moves a whole mapping [from, from + size) to `to` (inside a mapping of
+ * ours, which it replaces), leaving nothing at `from`: a huge block grows
+ * without a copy. 0; -errno if nothing moved (a range of several kernel
+ * mappings: EFAULT). */
+int hz_os_relocate(void *from, void *to, size_t size) {
+  int errno_saved = errno, r = 0;
+  if (mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) r = -errno;
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  return r;
+}
+
 /* MADV_DONTNEED, not MADV_FREE: RSS drops at once (what users watch), and the
  * pages read back as zero, which lets calloc skip clearing them. */
 void hz_os_purge(void *p, size_t size) {
@@ -210,6 +222,39 @@ size_t hz_os_rss(void) {
   }
   errno = errno_saved;
   return rss;
+}
+
+/* The kernel's limit on a process's mappings (vm.max_map_count), and how
+ * many this one has (a line each in /proc/self/maps); -1 if unknown. Read
+ * without stdio: no allocation. */
+static long read_count(const char *path, bool lines) {
+  int errno_saved = errno;
+  long v = -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[4096];
+    ssize_t n;
+    bool digits = false;
+    v = 0;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+      for (ssize_t i = 0; i < n; i++) {
+        if (lines) v += buf[i] == '\n';
+        else if (buf[i] >= '0' && buf[i] <= '9') v = v * 10 + (buf[i] - '0'), digits = true;
+        else if (digits) break;
+      }
+      if (!lines && digits) break;
+    }
+    close(fd);
+    if (n < 0 || (!lines && !digits)) v = -1;
+  }
+  errno = errno_saved;
+  return v;
+}
+long hz_os_map_limit(void) { return read_count("/proc/sys/vm/max_map_count", false); }
+/* (/proc/self is the main thread's, empty once it called pthread_exit) */
+long hz_os_map_count(void) {
+  long n = read_count("/proc/thread-self/maps", true);
+  return n > 0 ? n : read_count("/proc/self/maps", true);
 }
 
 int hz_os_pid(void) { return (int)getpid(); }

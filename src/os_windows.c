@@ -114,6 +114,10 @@ int hz_os_move(void *from, void *to, size_t size) {
   (void)from, (void)to, (void)size;
   return -ENOSYS;
 }
+int hz_os_relocate(void *from, void *to, size_t size) {
+  (void)from, (void)to, (void)size;
+  return -ENOSYS;
+}
 
 /* Large pages need a privilege most programs lack: nothing to advise. */
 void hz_os_advise_huge(void *p, size_t size, bool enable) { (void)p, (void)size, (void)enable; }
@@ -149,6 +153,10 @@ void hz_os_write(int fd, const char *s, size_t n) {
   }
   errno = errno_saved;
 }
+
+/* (no limit on a process's mappings) */
+long hz_os_map_limit(void) { return -1; }
+long hz_os_map_count(void) { return -1; }
 
 size_t hz_os_rss(void) {
   PROCESS_MEMORY_COUNTERS pmc;

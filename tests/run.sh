@@ -211,6 +211,7 @@ else
   e purge/single "its own thread counts in /proc/self/status, and a fork from a signal handler hangs the emulated child" \
     t purge/single 60 - hakozuna "$B/purge/single"
   t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
+  t purge/huge_grow 120 - hakozuna "$B/purge/huge_grow"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
   e threads/fork_trim "aborts in children forked while threads run" t threads/fork_trim 120 - hakozuna "$B/threads/fork_trim"

@@ -5,11 +5,13 @@
  * and closes freed large spans (mprotect): each splits a mapping, and a
  * process has vm.max_map_count of them. This test keeps enough large blocks
  * live to use them all, then frees a third and allocates again, for a few
- * rounds: every malloc must return a block whose first and last bytes can
- * be written, or NULL with errno ENOMEM (a span handed out still closed
- * crashed on the allocator's own first write to it). Then everything is
- * freed and large blocks must be served again. The default build has no
- * guards and must simply serve every request. */
+ * rounds, with small blocks coming and going in between: every malloc must
+ * return a block whose first and last bytes can be written (a span handed
+ * out still closed crashed on the allocator's own first write to it), and
+ * none may fail: guards stop short of the limit (heap.c,
+ * hz_heap_guard_may_split). Before, mprotect failed at the limit, and
+ * mallocs (small ones too) returned NULL for spans that could not be opened
+ * again. Then everything is freed and large blocks must be served again. */
 #include "check.h"
 
 #include <errno.h>
@@ -50,9 +52,11 @@ TEST_MAIN() {
     printf("SKIP vm.max_map_count is %ld: the blocks to use them all would not fit this test\n", maps);
     exit(77); /* tests/run.sh: skipped */
   }
-  long n = maps / 2 + 4000, nulls = 0, served = 0;
+  long n = maps / 2 + 4000, nulls = 0, served = 0, small_nulls = 0;
   char **p = calloc((size_t)n, sizeof *p);
   size_t *size = calloc((size_t)n, sizeof *size);
+  enum { SMALL = 4096 };
+  static char *small[SMALL];
   CHECK(p != NULL && size != NULL);
   if (p == NULL || size == NULL) return 1;
   uint64_t seed = 1;
@@ -67,9 +71,16 @@ TEST_MAIN() {
         size[i] = MIN_SIZE + (seed >> 40) % SIZES;
         if ((p[i] = take(size[i], &nulls)) != NULL) served++;
       }
+      size_t k = (seed >> 20) % SMALL; /* small blocks of 16 B - 16 KiB: new spans of every class */
+      free(small[k]);
+      small[k] = take(16 + (seed >> 44) % 16384, &small_nulls);
     }
   }
-  printf("%ld blocks served, %ld refused for lack of mappings (vm.max_map_count %ld)\n", served, nulls, maps);
+  printf("%ld blocks served, %ld refused for lack of mappings, %ld small ones refused (vm.max_map_count %ld)\n",
+         served, nulls, small_nulls, maps);
+  CHECKF(nulls == 0 && small_nulls == 0, "%ld large and %ld small mallocs failed with memory to spare", nulls,
+         small_nulls);
+  for (int i = 0; i < SMALL; i++) free(small[i]);
   for (long i = 0; i < n; i++) free(p[i]);
   free(p);
   free(size);

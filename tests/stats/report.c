@@ -123,8 +123,21 @@ static int hooks(void) {
   CHECKF(strstr(got, "still live at exit") == NULL, "hz_stats_print is not the exit report");
   CHECK(calls > 5); /* a line per call */
   got_len = 0, got[0] = 0;
+  void *huge[3] = {malloc(5 << 20), malloc(9 << 20), NULL}; /* 2 huge blocks live at once */
+  free(huge[0]);
+  free(huge[1]);
+  huge[2] = malloc(3 << 20);
   malloc_stats();
+  free(huge[2]);
   CHECKF(strstr(got, "statistics, pid"), "malloc_stats through the hook: %.200s", got);
+  /* then glibc's totals, in its words (glibc's tst-malloc-stats-cancellation reads them) */
+  const char *t = strstr(got, "Total (incl. mmap):\nsystem bytes     = ");
+  unsigned long long sys = 0, used = 0, regions = 0, mapped = 0;
+  CHECKF(t && sscanf(t, "Total (incl. mmap):\nsystem bytes     = %llu\nin use bytes     = %llu\n"
+                        "max mmap regions = %llu\nmax mmap bytes   = %llu\n", &sys, &used, &regions, &mapped) == 4,
+         "malloc_stats has no glibc totals: %.300s", t ? t : got + (got_len > 300 ? got_len - 300 : 0));
+  CHECKF(sys >= used && used >= (3 << 20) && regions >= 2 && mapped >= (14 << 20),
+         "glibc totals: system %llu, in use %llu, max mmap regions %llu, bytes %llu", sys, used, regions, mapped);
   hz_set_output(NULL, NULL);
   got_len = 0, got[0] = 0;
   hz_set_error(collect, got);
