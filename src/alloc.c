@@ -494,7 +494,7 @@ HZ_EXPORT size_t hz_good_size(size_t n) {
 static int hz_trim(size_t pad) {
   (void)pad;
   uint64_t before = atomic_load_explicit(&hz_os_stats.bytes_returned, memory_order_relaxed);
-  hz_collect(1);
+  hz_purge_trim();
   return atomic_load_explicit(&hz_os_stats.bytes_returned, memory_order_relaxed) > before;
 }
 

@@ -170,12 +170,21 @@ static uintptr_t canary_of(const hz_block_t *b) {
   return (~(hz_key ^ (uintptr_t)b) * 0x9e3779b97f4a7c15ull) & ~(uintptr_t)0xff;
 }
 
+/* Compared with memcmp (libc's vector code) a page of the fill at a time;
+ * the byte that changed is looked for only in a page that differs. A byte
+ * loop took half the checked build's time on blocks of a few KiB
+ * (docs/perf.md §43). */
+static const unsigned char fill_page[4096] = {[0 ... 4095] = HZ_FREE_FILL};
 static void fill_intact(const hz_block_t *b, size_t bs) {
   const unsigned char *q = (const unsigned char *)b;
-  for (size_t i = sizeof(hz_block_t); i < bs; i++)
-    if (q[i] != HZ_FREE_FILL)
-      hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; byte %zu changed)",
-               (const void *)b, bs - HZ_CANARY_SIZE, i);
+  for (size_t i = sizeof(hz_block_t); i < bs; i += sizeof fill_page) {
+    size_t n = bs - i < sizeof fill_page ? bs - i : sizeof fill_page;
+    if (hz_likely(memcmp(q + i, fill_page, n) == 0)) continue;
+    for (size_t j = i; j < i + n; j++)
+      if (q[j] != HZ_FREE_FILL)
+        hz_fatal("malloc(): write after free detected in the free block %p (%zu bytes; byte %zu changed)",
+                 (const void *)b, bs - HZ_CANARY_SIZE, j);
+  }
 }
 
 void hz_checked_free_intact(const hz_block_t *b, size_t bs) {

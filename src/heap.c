@@ -756,8 +756,18 @@ bool hz_heaps_cache_left(void) {
   return false;
 }
 
+/* A list whose head has not moved since its last purge (or idle trim) had
+ * no block freed onto it since: only its head, which may have been handed
+ * out and freed again, is purged again. Programs that call malloc_trim
+ * often (stress-ng's malloc stressor, every 8th round) made a madvise call
+ * for every free block over a page at every call. */
 static void span_purge_free_blocks(hz_span_t *s) {
-  for (hz_block_t *b = s->free; b != NULL; b = hz_next_decode(b, b->next)) hz_heap_block_purge(b, s->block_size);
+  hz_block_t *head = s->free;
+  if (head == NULL) return;
+  bool again = head == s->trim_head;
+  s->trim_head = head;
+  for (hz_block_t *b = head; b != NULL; b = again ? NULL : hz_next_decode(b, b->next))
+    hz_heap_block_purge(b, s->block_size);
 }
 
 /* Give back what a heap holds but does not use: empty spans (all, or those
@@ -815,6 +825,20 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
 }
 
 void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true, force); }
+
+/* malloc_trim: a forced collect, but its walk of the partly used spans'
+ * free pages (a madvise call for nearly each) runs at most every 10 ms in
+ * a thread; the calls in between return empty spans and the span cache.
+ * Programs that call malloc_trim all the time paid the walk each time:
+ * stress-ng's malloc stressor, which calls it every 8th round, ran at 0.55x
+ * glibc's speed; 3.2x with this (RSS +17%; every 100 ms: 3.9x, +64%). */
+#define HZ_TRIM_WALK_MS 10
+void hz_heap_trim(hz_heap_t *h) {
+  uint64_t now = hz_os_now_ms();
+  bool walk = h->trim_walk_ms == 0 || now - h->trim_walk_ms >= HZ_TRIM_WALK_MS;
+  if (walk) h->trim_walk_ms = now;
+  heap_collect(h, walk, false, walk);
+}
 
 /* Inside a slow path until it is listed: the idle trim, which reads live,
  * keeps off meanwhile, and the heap is out of it before a thread can adopt

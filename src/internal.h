@@ -393,6 +393,7 @@ typedef struct hz_heap_s {
   uint64_t trim_activity;               /* purge thread: the owner's activity at its last look */
   uint64_t trim_freed_at;               /* purge thread: ms of its last trim that found blocks freed since the one before */
   hz_block_t *trim_inbox;               /* purge thread: the inbox as its last trim left it */
+  uint64_t trim_walk_ms;                /* malloc_trim: ms of its last walk of partly used spans */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   bool live;                            /* owned by a running thread */
@@ -566,6 +567,7 @@ void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but 
 bool hz_heap_guard_may_split(void); /* checked build: room for one more guard page or closed span */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
+void hz_heap_trim(hz_heap_t *h); /* malloc_trim's: the costly part at most every HZ_TRIM_WALK_MS, 10 ms */
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
@@ -706,6 +708,7 @@ static inline void hz_purge_poll_tls_free(void) {
     hz_purge_poll();
 }
 void hz_purge_fork_child(void);
+void hz_purge_trim(void); /* malloc_trim: hz_collect(1) with the span walk rate-limited (heap.c, hz_heap_trim) */
 
 /* ---- init.c ---- */
 extern _Atomic int hz_init_state; /* HZ_INIT_DONE once start-up has run */

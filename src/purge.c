@@ -117,12 +117,18 @@ void hz_purge_fork_child(void) {
   atomic_store_explicit(&hz_purge_retry_ms, 0, memory_order_relaxed);
 }
 
-HZ_EXPORT void hz_collect(int force) {
+static void collect(int force, bool trim) {
   hz_init();
   hz_heap_t *h = hz_tls_heap;
-  if (h != &hz_heap_empty && h->live) hz_heap_collect(h, force != 0);
+  if (h != &hz_heap_empty && h->live) {
+    if (trim) hz_heap_trim(h);
+    else hz_heap_collect(h, force != 0);
+  }
   hz_heaps_collect_abandoned();
   hz_huge_purge(true);
   hz_arena_purge(true);
   hz_purge_poll();
 }
+
+HZ_EXPORT void hz_collect(int force) { collect(force, false); }
+void hz_purge_trim(void) { collect(1, true); }

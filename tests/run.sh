@@ -212,6 +212,7 @@ else
     t purge/single 60 - hakozuna "$B/purge/single"
   t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
   t purge/huge_grow 120 - hakozuna "$B/purge/huge_grow"
+  t purge/trim_rate 120 - hakozuna "$B/purge/trim_rate"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
   e threads/fork_trim "aborts in children forked while threads run" t threads/fork_trim 120 - hakozuna "$B/threads/fork_trim"

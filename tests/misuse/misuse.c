@@ -330,12 +330,13 @@ static void run_sized_delete(const mcase_t *c) {
  * 40-byte block (0-15 are the free-list link and tag), shows when the block
  * is handed out again. */
 static void run_write_after_free(const mcase_t *c) {
-  unsigned char *p = malloc_fn(40);
+  size_t n = c->size < 40 ? 40 : 20000; /* (past the first 4 KiB: the fill is compared a page at a time) */
+  unsigned char *p = malloc_fn(n);
   if (!p) _exit(5);
-  report(p, p, 40);
+  report(p, p, n);
   free_fn(p);
   p[c->size] ^= 0x5a;
-  for (int i = 0; i < 100000; i++) free_fn(malloc_fn(40));
+  for (int i = 0; i < 100000; i++) free_fn(malloc_fn(n));
 }
 
 /* Checked build: a write one byte past the request shows at free whatever
@@ -626,10 +627,11 @@ static int make_cases(mcase_t *out) {
   for (size_t i = 0; i < sizeof sized_cases / sizeof sized_cases[0]; i++)
     out[n++] = (mcase_t){"sized delete with a wrong size", FN_DELETE, EXPECT_SIZE, i, run_sized_delete};
   if (strcmp(hz_target(), "hakozuna-checked") == 0) {
-    static const size_t offsets[] = {0, 3, 8, 15, 16, 30};
+    static const size_t offsets[] = {0, 3, 8, 15, 16, 30, 4100, 12345, 19999};
     for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++)
-      out[n++] = (mcase_t){"write after free at this byte of a 40-byte block", FN_FREE, EXPECT_WAF,
-                           offsets[i], run_write_after_free};
+      out[n++] = (mcase_t){offsets[i] < 40 ? "write after free at this byte of a 40-byte block"
+                                           : "write after free at this byte of a 20,000-byte block",
+                           FN_FREE, EXPECT_WAF, offsets[i], run_write_after_free};
     /* requests 8 below their class's size (no room left: 8, 1016, 32760),
      * or with room between the request and the block's end */
     static const size_t requests[] = {8, 20, 100, 1000, 1017, 4096, 5000, 30000, 32760};
