@@ -123,14 +123,18 @@ static void test_mallopt(void) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) saved[i] = hz_option_get((hz_option_t)i);
   CHECK(mallopt(M_MMAP_THRESHOLD, 128 * 1024) == 1);
   CHECK(hz_option_get(HZ_OPTION_MMAP_THRESHOLD) == 128 * 1024);
+  CHECKF(hz_option_get(HZ_OPTION_HUGE_CACHE) == 0, "M_MMAP_THRESHOLD lowered: huge_cache %ld, want 0 (glibc "
+         "unmaps mapped blocks at their free)", hz_option_get(HZ_OPTION_HUGE_CACHE));
   uint64_t h0 = huge_allocs();
   void *big = malloc(200 * 1024), *below = malloc(100 * 1024);
   CHECKF(huge_allocs() == h0 + 1, "M_MMAP_THRESHOLD=128K: 200 KiB and 100 KiB blocks made %llu "
          "huge (mapped) blocks, want 1", (unsigned long long)(huge_allocs() - h0));
   free(big);
   free(below);
+  hz_option_set(HZ_OPTION_HUGE_CACHE, 256);
   CHECK(mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024) == 1); /* clamped to what a span holds */
   CHECK(hz_option_get(HZ_OPTION_MMAP_THRESHOLD) == 2 * 1024 * 1024);
+  CHECK(hz_option_get(HZ_OPTION_HUGE_CACHE) == 256); /* raised: the cache stays */
   CHECK(mallopt(M_MMAP_THRESHOLD, -1) == 0);
   CHECK(mallopt(M_TRIM_THRESHOLD, -1) == 1 && hz_option_get(HZ_OPTION_PURGE_DELAY) == -1);
   CHECK(mallopt(M_TRIM_THRESHOLD, 0) == 1 && hz_option_get(HZ_OPTION_PURGE_DELAY) == 0);
