@@ -271,12 +271,8 @@ static inline DWORD WINAPI tu_drain(void *arg) {
   return 0;
 }
 
-/* The Windows form of tu_fork_capturing: runs this program again as
- * `PROGRAM args`, its stdout into out and its stderr into err (each read by
- * a thread of its own, so neither pipe can fill and stall the child), and
- * ends it after limit_s (*hung is then 1). No crash dialog for a child that
- * faults. Returns its exit code, or -1 if it could not be started. */
-static inline long tu_spawn_self(const char *args, unsigned limit_s, char *out, size_t out_cap, char *err,
+/* One try of tu_spawn_self below. */
+static inline long long tu_spawn_once(const char *args, unsigned limit_s, char *out, size_t out_cap, char *err,
                                  size_t err_cap, int *hung) {
   char self[1024], cmd[1200];
   *hung = 0;
@@ -307,7 +303,8 @@ static inline long tu_spawn_self(const char *args, unsigned limit_s, char *out, 
   BOOL started = CreateProcessA(NULL, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi);
   CloseHandle(out_w); /* the child's copies are its own: EOF when it ends */
   CloseHandle(err_w);
-  long code = -1;
+  long long code = -1;
+  if (!started) *hung = -(int)GetLastError();
   if (started) {
     tu_drain_t d[2] = {{out_r, out, out_cap}, {err_r, err, err_cap}};
     HANDLE th[2] = {CreateThread(NULL, 0, tu_drain, &d[0], 0, NULL),
@@ -327,12 +324,34 @@ static inline long tu_spawn_self(const char *args, unsigned limit_s, char *out, 
     }
     DWORD st = 0;
     GetExitCodeProcess(pi.hProcess, &st);
-    code = (long)st;
+    code = (long long)st;
     CloseHandle(pi.hProcess);
     CloseHandle(pi.hThread);
   }
   CloseHandle(out_r);
   CloseHandle(err_r);
+  return code;
+}
+/* The Windows form of tu_fork_capturing: runs this program again as
+ * `PROGRAM args`, its stdout into out and its stderr into err (each read by
+ * a thread of its own, so neither pipe can fill and stall the child), and
+ * ends it after limit_s (*hung is then 1). No crash dialog for a child that
+ * faults. Returns its exit code (an exception's NTSTATUS, such as
+ * 0xC0000005, stays positive), or -1 if it could not be started (the
+ * Windows error code is then in *hung's place: *hung = -(GetLastError())). */
+static inline long long tu_spawn_self(const char *args, unsigned limit_s, char *out, size_t out_cap, char *err,
+                                      size_t err_cap, int *hung) {
+  /* Under wine, CreateProcess now and then fails with ERROR_INTERNAL_ERROR:
+   * the new process died in wine's own start-up, before any code of the
+   * program ran (wine reports that as "startup not done, exit code 0").
+   * That is the emulator's, so it gets two more tries, each one said. */
+  long long code = -1;
+  for (int tries = 0; tries < 3; tries++) {
+    code = tu_spawn_once(args, limit_s, out, out_cap, err, err_cap, hung);
+    if (code >= 0) break;
+    fprintf(stderr, "tu_spawn_self: CreateProcess(%s) failed with Windows error %d (try %d of 3)\n", args, -*hung,
+            tries + 1);
+  }
   return code;
 }
 #endif

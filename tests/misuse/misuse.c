@@ -520,11 +520,11 @@ static int run_child(const mcase_t *c, int index, char *info, size_t info_cap, c
   int hung;
   (void)c;
   snprintf(args, sizeof args, "--case %d", index);
-  long st = tu_spawn_self(args, 20, info, info_cap, msg, msg_cap, &hung);
+  long long st = tu_spawn_self(args, 20, info, info_cap, msg, msg_cap, &hung);
   int raised = strstr(info, "SIGABRT") != NULL;
-  if (st < 0) snprintf(why, why_len, "could not be started");
+  if (st < 0) snprintf(why, why_len, "could not be started (Windows error %d)", -hung);
   else if (hung) snprintf(why, why_len, "hung (ended after 20s)");
-  else snprintf(why, why_len, "exited with status %ld%s", st, raised ? " after raising SIGABRT" : "");
+  else snprintf(why, why_len, "exited with status %lld (0x%llx)%s", st, st, raised ? " after raising SIGABRT" : "");
   if (st < 0 || hung) return CHILD_OTHER;
   return st == 3 && raised ? CHILD_ABORTED : (int)st;
 }
