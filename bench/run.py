@@ -343,14 +343,15 @@ def malloc_binding(ld_dir, binary):
 def server_cmd(case, port):
     a = case.args
     if case.kind == "redis":
-        server = [REDIS["server"], "--port", port, "--bind", "127.0.0.1",
+        # (before ensure_redis has built it, as for --list: where it will be)
+        server = [REDIS.get("server", "build/redis-libc/redis-server"), "--port", port, "--bind", "127.0.0.1",
                   "--save", "", "--appendonly", "no", "--daemonize", "no",
                   "--protected-mode", "no", "--loglevel", "warning"]
-        client = [REDIS["benchmark"], "-h", "127.0.0.1", "-p", port,
+        client = [REDIS.get("benchmark", "build/redis-libc/redis-benchmark"), "-h", "127.0.0.1", "-p", port,
                   "-n", a["requests"], "-c", a["clients"], "-P", a["pipeline"],
                   "-d", a["data"], "-r", a["keyspace"], "-t", a["tests"], "--csv"]
         return server, client, b"PING\r\n", b"PONG"
-    server = [shutil.which("memcached"), "-p", port, "-l", "127.0.0.1", "-U", "0",
+    server = [shutil.which("memcached") or "memcached", "-p", port, "-l", "127.0.0.1", "-U", "0",
               "-t", a["server_threads"], "-m", "1024", "-c", "1024"]
     if os.geteuid() == 0:
         server += ["-u", "root"]

@@ -113,6 +113,14 @@ def prodcons_cases(cfg):
             for t in counts]
 
 
+def handoff_cases(cfg):
+    iters = pick(cfg, 20_000, 200_000, 400_000)
+    return [Case("handoff", f"{p} pair{'s' if p > 1 else ''}",
+                 ["handoff", p, iters, 2000, 50, 300000, 1], {"threads": 2 * p},
+                 0.4 * p / max(1, min(2 * p, cfg.ncpu) / 2) * iters / 1e6)
+            for p in (1, 8)]
+
+
 def cache_cases(mode):
     def make(cfg):
         iters = pick(cfg, 200, 1000, 2000)
@@ -224,6 +232,13 @@ BENCHES = [
           "xmalloc-style: half the threads only allocate (16-2048 bytes) and pass blocks in "
           "batches of 256 through a queue, the other half only free. Op: a malloc or a free.",
           OPS, [], prodcons_cases),
+    Bench("handoff", "handoff: messages passed between threads",
+          "Senders each pass messages to a receiver thread of their own through a queue of "
+          "128; the receiver frees them. A message is a buffer of 1-2000 bytes (one in 50: "
+          "up to 300 KB), a 10-110-byte string and a 64-byte record, as a Rust program "
+          "sends (Vec<u8>, String, Box) over a channel. Op: a malloc or a free. Watch the "
+          "peak RSS: the senders' blocks come back to them from other threads.",
+          OPS, [], handoff_cases),
     Bench("cache_scratch", "cache-scratch: passive false sharing",
           "The main thread allocates one 8-byte object per thread; each thread frees it, then "
           "repeatedly allocates an 8-byte object, writes it many times and frees it. "

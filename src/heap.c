@@ -280,14 +280,42 @@ static inline void cache_age(hz_heap_t *h) {
   __atomic_store_n(&h->cache_looked, epoch, __ATOMIC_RELAXED); /* (read by the purge thread) */
   if (h->cache_slices) heap_flush_cache(h, false);
 }
-static inline hz_span_t *cache_pop(hz_heap_t *h, size_t slices) {
+static inline hz_span_t *cache_unlink(hz_heap_t *h, size_t n) {
+  hz_span_t *s = h->cache[n];
+  h->cache[n] = s->next;
+  __atomic_store_n(&h->cache_slices, h->cache_slices - n, __ATOMIC_RELAXED); /* (read racily: hz_heaps_cache_left) */
+  return s;
+}
+
+/* A class's first span in a heap, of blocks carved one at a time as they
+ * are used (a page or more): on memory already resident, all of its pages
+ * would stay so for the few blocks a seldom-used class hands out
+ * (hz_arena_alloc_span). A class with spans already is in use: its next
+ * one takes resident memory first, as any span (taking clean memory for
+ * every such span, random 4-32 KiB blocks peaked at 1.8x the RSS). */
+static inline bool span_carves_lazily(const hz_heap_t *h, uint32_t c) {
+  return c < HZ_NCLASS && hz_class_size(c) >= hz_os_page_size && h->n.span_blocks[c] == 0;
+}
+
+/* A cached span for a new span of `slices` slices: one of that size, else,
+ * for a large block, the smallest of up to half as big again, whole (the
+ * block has room to grow in place). Keyed by exact size alone, a thread
+ * whose large blocks vary in size kept a whole THREAD_CACHE of spans it
+ * never asked for again while it took new ones: 16 threads passing blocks
+ * of up to 300 KB to each other (docs/perf.md §46). Cut to size instead,
+ * the rests left too few spans big enough, and it took more new ones; up
+ * to twice the size, the slack of long-lived blocks cost RSS (§46). A
+ * lazily carved class takes only its own former spans, whose resident
+ * pages are its blocks'. */
+static hz_span_t *cache_take(hz_heap_t *h, size_t slices, uint32_t c) {
   if (slices > HZ_LARGE_MAX_SLICES) return NULL;
   hz_span_t *s = h->cache[slices];
-  if (s != NULL) {
-    h->cache[slices] = s->next;
-    __atomic_store_n(&h->cache_slices, h->cache_slices - slices, __ATOMIC_RELAXED); /* (read racily: hz_heaps_cache_left) */
-  }
-  return s;
+  if (s != NULL) return span_carves_lazily(h, c) && s->cls != c ? NULL : cache_unlink(h, slices);
+  if (c != HZ_CLASS_LARGE || h->cache_slices <= slices) return NULL;
+  size_t most = slices + (slices + 1) / 2;
+  for (size_t n = slices + 1; n <= most && n <= HZ_LARGE_MAX_SLICES; n++)
+    if (h->cache[n] != NULL) return cache_unlink(h, n);
+  return NULL;
 }
 
 /* Checked build: a freed large span is made inaccessible (and marked so in
@@ -362,7 +390,8 @@ bool hz_heap_guard_may_split(void) {
   return false;
 }
 
-static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
+/* A span of `slices` slices for class c (HZ_CLASS_LARGE: a large block). */
+static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint32_t c) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
    * allocates mostly large blocks rarely refills a small class, so look
    * here too before taking new memory. */
@@ -371,23 +400,23 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   size_t g = hz_span_granule;
   slices = (slices + g - 1) & ~(g - 1);
   if (align < g) align = g;
-  hz_span_t *s = align == g ? cache_pop(h, slices) : NULL; /* cached spans are granule-aligned */
+  hz_span_t *s = align == g ? cache_take(h, slices, c) : NULL; /* cached spans are granule-aligned */
   if (s != NULL) {
     s->next = s->prev = NULL;
     s->zeroed = 0;
     return s;
   }
-  s = hz_arena_alloc_span(h->arena, slices, align);
+  s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
   if (s == NULL && __atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) {
     hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
-    s = hz_arena_alloc_span(h->arena, slices, align);
+    s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
   }
   if (s == NULL) { /* out of address space? what exited threads' heaps got freed, cached huge
                      * mappings and unused segments go back */
     hz_heaps_collect_abandoned();
     hz_huge_purge(true);
     hz_arena_release();
-    s = hz_arena_alloc_span(h->arena, slices, align);
+    s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
   }
   if (HZ_CHECKED && s != NULL && !span_protected(s, false)) {
     hz_arena_free_span(s); /* closed, as a span the quarantine lets go */
@@ -398,7 +427,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
 
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   hz_heap_enter(h);
-  hz_span_t *s = heap_take_span(h, slices, align);
+  hz_span_t *s = heap_take_span(h, slices, align, HZ_CLASS_LARGE);
   hz_heap_leave(h);
   return s;
 }
@@ -594,7 +623,7 @@ static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
       if (h->lists[c] == NULL) heap_set_cur(h, c, &hz_span_empty);
     }
     if ((s = h->lists[c]) != NULL) { heap_set_cur(h, c, s); continue; }
-    s = heap_take_span(h, hz_class_slices[c], 1);
+    s = heap_take_span(h, hz_class_slices[c], 1, c);
     if (s == NULL) return NULL;
     span_init_small(h, s, c);
     list_push(h, s);

@@ -51,6 +51,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->block_size = (uint32_t)bs;
   /* only the span's start is a block (the block-start test with the span's
    * size as divisor) */
+  slices = s->slice_count; /* (granule-rounded) */
   s->recip = large_recip(slices);
   s->capacity = s->carved = 1;
   s->owner_gen = h->adoptions;
