@@ -39,7 +39,7 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  link/link-shared \
                  link/link-archive link/link-object link/link-static \
                  init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect \
-                 heap/blockstart trim/idle trim/race heap/exit_return heap/busy_cache heap/span_reuse purge/idle_free purge/single purge/huge_reuse purge/huge_grow purge/trim_rate threads/remote threads/idle_inbox threads/fork_trim threads/inbox_full threads/join_adopted misuse/trim_double)
+                 heap/blockstart trim/idle trim/race heap/exit_return heap/busy_cache heap/span_reuse purge/idle_free purge/single purge/huge_reuse purge/huge_grow purge/huge_grow-checked purge/trim_rate threads/remote threads/idle_inbox threads/fork_trim threads/inbox_full threads/join_adopted misuse/trim_double)
 
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
@@ -91,6 +91,9 @@ $(TEST_DIR)/heap/collect: tests/heap/collect.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -rdynamic $< -o $@ $(HZ_LINK) -lhakozuna -ldl
 $(TEST_DIR)/purge/trim_huge-checked: tests/purge/trim_huge.c $(TEST_HDRS) $(LIB_CHECKED)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DHZ_CHECKED_LIB $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
+$(TEST_DIR)/purge/huge_grow-checked: tests/purge/huge_grow.c $(TEST_HDRS) $(LIB_CHECKED)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DHZ_CHECKED_LIB $< -o $@ $(HZ_LINK) -l:libhakozuna-checked.so -ldl
 $(TEST_DIR)/options/libnothreads.so: tests/options/nothreads.c

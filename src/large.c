@@ -332,15 +332,24 @@ size_t hz_huge_usable(const void *p, const char *fn) {
   return hh ? hh->used_size - hh->offset - hz_huge_guard() : 0;
 }
 
+/* Checked build: the guard page of a huge block whose end moved from `was`
+ * to `used` (0: none), opened where it was and closed where it is. */
+static void huge_guard_move(hz_huge_t *hh, size_t was, size_t used) {
+  size_t guard = hz_huge_guard();
+  if (used) hz_os_protect((char *)hh + used - guard, guard, false);
+  if (was) hz_os_protect((char *)hh + was - guard, guard, true);
+}
+
 /* realloc: a huge block grows into the rest of its mapping (never touched by
  * this block, so it costs nothing until written), or shrinks where it is and
- * gives back the pages it no longer uses. Not in the checked build, whose
- * guard would have to move. */
+ * gives back the pages it no longer uses. The checked build's guard page
+ * moves to the block's new end. */
 bool hz_huge_resize(void *p, size_t size, const char *fn) {
-  if (HZ_CHECKED) return false;
+  size_t guard = hz_huge_guard();
   hz_lock(&hz_huge_lock);
   hz_huge_t *hh = huge_lookup(p, fn);
-  size_t ps = hz_os_page_size, used = hh ? (hh->offset + size + ps - 1) & ~(ps - 1) : 0, before = 0;
+  size_t ps = hz_os_page_size, used = hh ? (hh->offset + size + guard + ps - 1) & ~(ps - 1) : 0, before = 0;
+  size_t was = hh ? hh->used_size : 0;
   bool fits = hh != NULL && size <= hh->map_size && used <= hh->map_size;
   if (fits) {
     before = hh->resident;
@@ -348,6 +357,7 @@ bool hz_huge_resize(void *p, size_t size, const char *fn) {
     hh->resident = used;
   }
   hz_unlock(&hz_huge_lock);
+  if (fits && guard && used != was) huge_guard_move(hh, was, used);
   if (fits && used < before) hz_os_purge((char *)hh + used, before - used);
   return fits;
 }
@@ -356,21 +366,26 @@ bool hz_huge_resize(void *p, size_t size, const char *fn) {
  * (mremap) into a bigger one instead of being copied, with a quarter more
  * room, so that a buffer that keeps growing moves O(log n) times. A buffer
  * grown 64 KiB at a time to 256 MiB was copied at every 4 MiB: 18.9 s,
- * glibc (mremap) 0.57 s. NULL when it cannot move (the caller copies): the
- * checked build (its guard page), a mapping the kernel holds as several
- * (pages moved in from cached mappings), or no mremap. */
+ * glibc (mremap) 0.57 s. The checked build opens its guard page first (one
+ * kernel mapping again) and closes it at the block's new end: it copied,
+ * and the same growth took over two minutes. NULL when it cannot move (the
+ * caller copies): a mapping the kernel holds as several (pages moved in
+ * from cached mappings), or no mremap. */
 void *hz_huge_realloc(void *p, size_t size) {
-  if (HZ_CHECKED || size > HZ_MAX_REQUEST / 2 || hz_huge_move_unsupported) return NULL;
+  if (size > HZ_MAX_REQUEST / 2 || hz_huge_move_unsupported) return NULL;
+  size_t guard = hz_huge_guard();
   hz_lock(&hz_huge_lock);
   hz_huge_t *hh = huge_lookup(p, "realloc");
   size_t ps = hz_os_page_size, offset = hh ? hh->offset : 0, old_size = hh ? hh->map_size : 0;
-  size_t base_align = hh ? hh->base_align : 0;
+  size_t base_align = hh ? hh->base_align : 0, was = hh ? hh->used_size : 0;
   if (hh) segmap_mark(hh, HZ_MAP_GONE); /* (its pages are on the move) */
   hz_unlock(&hz_huge_lock);
   if (hh == NULL) return NULL;
-  size_t used = (offset + size + ps - 1) & ~(ps - 1), need = (used + used / 4 + HZ_SEG_MASK) & ~HZ_SEG_MASK;
+  if (guard) huge_guard_move(hh, was, 0);
+  size_t used = (offset + size + guard + ps - 1) & ~(ps - 1), need = (used + used / 4 + HZ_SEG_MASK) & ~HZ_SEG_MASK;
   hz_huge_t *nh = hz_os_map(need, base_align);
   int r = nh ? hz_os_relocate(hh, nh, old_size) : -ENOMEM;
+  if (r != 0 && guard) huge_guard_move(hh, 0, was);
   hz_lock(&hz_huge_lock);
   if (r != 0) {
     if (r == -EINVAL || r == -ENOSYS) hz_huge_move_unsupported = true;
@@ -392,6 +407,7 @@ void *hz_huge_realloc(void *p, size_t size) {
   hz_huge_allocated += need;
   if (hz_huge_live > hz_huge_peak_bytes) hz_huge_peak_bytes = hz_huge_live;
   hz_unlock(&hz_huge_lock);
+  if (guard) huge_guard_move(nh, 0, used);
   hz_stats_commit((int64_t)need - (int64_t)old_size);
   return (char *)nh + offset;
 }

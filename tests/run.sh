@@ -213,6 +213,7 @@ else
     t purge/single 60 - hakozuna "$B/purge/single"
   t purge/huge_reuse 120 - hakozuna "$B/purge/huge_reuse"
   t purge/huge_grow 120 - hakozuna "$B/purge/huge_grow"
+  t "purge/huge_grow [checked]" 120 - hakozuna-checked "$B/purge/huge_grow-checked"
   t purge/trim_rate 120 - hakozuna "$B/purge/trim_rate"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"

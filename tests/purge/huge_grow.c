@@ -10,14 +10,52 @@
  * checked after every realloc that moved it. Also: an aligned huge block
  * keeps its alignment's offset, and one whose mapping is made of pages
  * moved in from freed blocks (several kernel mappings, which mremap cannot
- * move as one) is still copied correctly. */
+ * move as one) is still copied correctly.
+ *
+ * Built against the checked library too (huge_grow-checked): there the
+ * block's guard page moves with it, so every realloc is followed by a
+ * check that the byte after the block's usable size faults, and the one
+ * at its end does not. (The checked build copied instead: the first
+ * growth alone took over two minutes.) */
 #include "check.h"
 #include "testutil.h"
 #include <stdbool.h>
 #include <stdint.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/resource.h>
 
 #include "hakozuna.h"
+
+#ifdef HZ_CHECKED_LIB
+static sigjmp_buf probe_jump;
+static void probe_fault(int sig) { siglongjmp(probe_jump, sig); }
+
+/* Whether writing the byte at p faults (the handler is ours for the probe). */
+static bool write_faults(volatile char *p) {
+  struct sigaction sa = {.sa_handler = probe_fault}, old_segv, old_bus;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &old_bus);
+  bool faulted = true;
+  if (sigsetjmp(probe_jump, 1) == 0) {
+    *p = *p;
+    faulted = false;
+  }
+  sigaction(SIGSEGV, &old_segv, NULL);
+  sigaction(SIGBUS, &old_bus, NULL);
+  return faulted;
+}
+
+/* The checked build's guard page sits right after the usable size. */
+static void guard_at_end(char *q) {
+  size_t usable = malloc_usable_size(q);
+  CHECKF(!write_faults(q + usable - 1), "the last usable byte of a %zu-byte block faults", usable);
+  CHECKF(write_faults(q + usable), "the byte after a %zu-byte block (its guard page) can be written", usable);
+}
+#else
+static void guard_at_end(char *q) { (void)q; }
+#endif
 
 static long faults(void) {
   struct rusage ru;
@@ -45,6 +83,7 @@ static char *grow(char *p, size_t start, size_t end, size_t step, uint64_t gen, 
       CHECKF(intact(q, n - step, gen), "a block of %zu bytes moved at %zu lost its contents", n - step, n);
     }
     fill(q, n - step, n, gen);
+    guard_at_end(q);
     p = q;
   }
   return p;
