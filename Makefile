@@ -95,14 +95,14 @@ $(BUILD)/obj $(BUILD)/obj-checked $(BUILD)/obj-nocheck:
 	mkdir -p $@
 
 $(LIB_SO).$(VERSION): $(OBJS)
-	$(CC) -shared -Wl,-soname,libhakozuna.so.$(SOVERSION) -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
+	$(CC) -shared -Wl,-soname,libhakozuna.so.$(SOVERSION) -Wl,-z,now -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(LIB_SO): $(LIB_SO).$(VERSION)
 	ln -sf libhakozuna.so.$(VERSION) $(BUILD)/libhakozuna.so.$(SOVERSION)
 	ln -sf libhakozuna.so.$(VERSION) $@
 $(LIB_CHECKED): $(OBJS_CHECKED)
-	$(CC) -shared -Wl,-soname,libhakozuna-checked.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
+	$(CC) -shared -Wl,-soname,libhakozuna-checked.so -Wl,-z,now -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(LIB_NOCHECK): $(OBJS_NOCHECK)
-	$(CC) -shared -Wl,-soname,libhakozuna-nocheck.so -Wl,-z,now -o $@ $^ $(LDLIBS_LIB)
+	$(CC) -shared -Wl,-soname,libhakozuna-nocheck.so -Wl,-z,now -Wl,-z,nodelete -o $@ $^ $(LDLIBS_LIB)
 $(LIB_A): $(OBJS)
 	rm -f $@ && $(AR) rcs $@ $^
 $(LIB_DLL): $(OBJS)

@@ -407,8 +407,11 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
     return s;
   }
   s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
-  if (s == NULL && __atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED)) {
-    hz_heap_collect(h, true); /* cached spans may coalesce into a fit */
+  if (s == NULL) {
+    /* Cached spans may coalesce into a fit, and the checked build's
+     * quarantine holds freed blocks back (a program that freed all of its
+     * blocks at the RLIMIT_AS limit got none again, not even after). */
+    hz_heap_collect(h, true);
     s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
   }
   if (s == NULL) { /* out of address space? what exited threads' heaps got freed, cached huge
@@ -854,6 +857,14 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
 }
 
 void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true, force); }
+
+/* Out of memory for a huge block: what the calling thread's heap keeps
+ * unused (empty spans, its cache, the checked build's quarantine) goes back
+ * to the pool first. */
+void hz_heap_collect_own(void) {
+  hz_heap_t *h = hz_tls_heap;
+  if (h != &hz_heap_empty && h != &hz_heap_dead && h->live) hz_heap_collect(h, true);
+}
 
 /* malloc_trim: a forced collect, but its walk of the partly used spans'
  * free pages (a madvise call for nearly each) runs at most every 10 ms in

@@ -569,6 +569,7 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_trim(hz_heap_t *h); /* malloc_trim's: the costly part at most every HZ_TRIM_WALK_MS, 10 ms */
 void hz_heap_abandon(hz_heap_t *h);
+void hz_heap_collect_own(void); /* out of memory: the calling thread's unused spans and quarantine */
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);

@@ -259,7 +259,9 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
       hz_unlock(&hz_huge_lock);
       hh = hz_os_map(need, base_align);
     }
-    if (hh == NULL) { /* and unused segments, with what exited threads' heaps got freed */
+    if (hh == NULL) { /* and unused segments, with what this thread's heap and exited
+                       * threads' heaps hold unused */
+      hz_heap_collect_own();
       hz_heaps_collect_abandoned();
       if (hz_arena_release()) hh = hz_os_map(need, base_align);
     }

@@ -14,6 +14,7 @@
 #include <sys/auxv.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -141,17 +142,32 @@ int hz_os_relocate(void *from, void *to, size_t size) {
 }
 
 /* MADV_DONTNEED, not MADV_FREE: RSS drops at once (what users watch), and the
- * pages read back as zero, which lets calloc skip clearing them. */
+ * pages read back as zero, which lets calloc skip clearing them. The pages
+ * of a process that locked its memory (mlockall) cannot be dropped: EINVAL.
+ * They are zeroed instead, as the callers count on (calloc returned blocks
+ * of freed 0xff bytes), and stay resident, as the program asked. (The
+ * checked build's pool may hold closed spans: opened first.) */
 void hz_os_purge(void *p, size_t size) {
   uintptr_t lo = ((uintptr_t)p + hz_os_page_size - 1) & ~(uintptr_t)(hz_os_page_size - 1);
   uintptr_t hi = ((uintptr_t)p + size) & ~(uintptr_t)(hz_os_page_size - 1);
   if (hi <= lo) return;
   int errno_saved = errno;
-  if (madvise((void *)lo, hi - lo, MADV_DONTNEED) != 0)
-    hz_warning("madvise(%p, %zu) failed (errno %d)", (void *)lo, (size_t)(hi - lo), errno);
-  errno = errno_saved;
   count(&hz_os_stats.madvise_calls, 1);
-  count(&hz_os_stats.bytes_returned, hi - lo);
+  if (madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0) {
+    count(&hz_os_stats.bytes_returned, hi - lo);
+    errno = errno_saved;
+    return;
+  }
+  static _Atomic bool told;
+  if (!atomic_exchange_explicit(&told, true, memory_order_relaxed))
+    hz_verbose("madvise(MADV_DONTNEED) failed (errno %d%s): freed memory is cleared instead of returned", errno,
+               errno == EINVAL ? ", locked memory: mlockall?" : "");
+  if (HZ_CHECKED) {
+    (void)mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE);
+    count(&hz_os_stats.mprotect_calls, 1);
+  }
+  memset((void *)lo, 0, hi - lo);
+  errno = errno_saved;
 }
 
 void hz_os_advise_huge(void *p, size_t size, bool enable) {

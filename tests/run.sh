@@ -181,6 +181,7 @@ else
   h threads/join_tls 60 "$B/threads/join_tls"
   h init/ctor 60 "$B/init/ctor"
   h init/dlopen 60 "$B/init/dlopen"
+  t init/dlclose 60 - glibc "$B/init/dlclose" # (not preloaded: it dlopens $HZ_LIB)
   # Issue 10's hangs: each runs its rounds in children with a watchdog.
   # Under qemu-user some cannot run (docs/testing.md#other-platforms): the
   # emulator cannot exec an arm64 program (no binfmt), aborts in children
@@ -199,7 +200,12 @@ else
   e purge/trim "its own thread counts in /proc/self/status" h purge/trim 120 "$B/purge/trim"
   e purge/trim_pages "RSS counts the emulator's own memory" h purge/trim_pages 60 "$B/purge/trim_pages"
   e purge/errno "RLIMIT_AS does not bound the emulator's mappings" h purge/errno 60 "$B/purge/errno"
+  e purge/mlock "mlockall would lock the emulator's own memory" h purge/mlock 60 "$B/purge/mlock"
+  e "purge/mlock [checked]" "mlockall would lock the emulator's own memory" \
+    t "purge/mlock [checked]" 60 "$lib_checked" hakozuna-checked "$B/purge/mlock"
   e arena/as_limit "RLIMIT_AS does not bound the emulator's mappings" h arena/as_limit 60 "$B/arena/as_limit"
+  e "arena/as_limit [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
+    t "arena/as_limit [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_limit"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
   t heap/blockstart 60 - glibc "$B/heap/blockstart"
