@@ -84,13 +84,10 @@ static hz_mask_t run_starts(hz_mask_t free, size_t n) {
 }
 
 /* Start of the first run of n free slices at a multiple of align, only among
- * dirty or only among clean ones when asked; 0 if none (slice 0 is the
- * header, never free). */
-enum { RUN_ANY, RUN_DIRTY, RUN_CLEAN };
-static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align, int only) {
+ * dirty ones when asked; 0 if none (slice 0 is the header, never free). */
+static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align, bool dirty_only) {
   hz_mask_t m = mask_get(seg->free_mask);
-  if (only == RUN_DIRTY) m &= mask_get(seg->dirty_mask);
-  else if (only == RUN_CLEAN) m &= ~mask_get(seg->dirty_mask);
+  if (dirty_only) m &= mask_get(seg->dirty_mask);
   if (!m) return 0;
   hz_mask_t x = run_starts(m, n);
   if (align > 1) {
@@ -216,7 +213,7 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   return s;
 }
 
-hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align, bool clean_first) {
+hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
   for (uint32_t i = 0; hz_arenas[arena_index].lost; i++) { /* only after a fork */
     if (i == HZ_ARENAS_MAX) return NULL;
     arena_index = (arena_index + 1) % HZ_ARENAS_MAX;
@@ -226,20 +223,15 @@ hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align, boo
   hz_lock(&a->lock);
   /* Reuse memory still backed by pages first (no faults, no RSS growth while
    * freed spans wait for their purge), then any free run; each search goes
-   * round the segments from where the last one succeeded. Spans that touch
-   * their pages only as they use them (clean_first: blocks of a page or
-   * more, carved one at a time) look for clean runs first instead: on
-   * dirty ones, all of a span's pages stay resident however few blocks its
-   * class ever hands out. */
+   * round the segments from where the last one succeeded. */
   hz_segment_t *first = a->hint ? a->hint : a->segments;
   for (int pass = 0; pass < 4 && s == NULL; pass++) {
-    int only = pass >= 2 ? RUN_ANY : clean_first ? RUN_CLEAN : RUN_DIRTY;
-    if (only == RUN_DIRTY && a->dirty_slices < n) continue;
-    if (only == RUN_CLEAN && a->free_clean_slices < n) continue;
+    bool dirty_only = pass < 2;
+    if (dirty_only && a->dirty_slices < n) continue;
     for (hz_segment_t *seg = pass & 1 ? a->segments : first; seg != NULL; seg = seg->next) {
       if ((pass & 1) && seg == first) break;
       if (seg->free_slices < n) continue;
-      size_t idx = segment_find_run(seg, n, align, only);
+      size_t idx = segment_find_run(seg, n, align, dirty_only);
       if (idx) {
         s = segment_take(a, seg, idx, n);
         a->hint = seg;
@@ -249,7 +241,7 @@ hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align, boo
   }
   if (s == NULL) {
     hz_segment_t *seg = segment_new(a, arena_index);
-    size_t idx = seg ? segment_find_run(seg, n, align, RUN_ANY) : 0;
+    size_t idx = seg ? segment_find_run(seg, n, align, false) : 0;
     if (idx) {
       s = segment_take(a, seg, idx, n);
       a->hint = seg;

@@ -287,30 +287,32 @@ static inline hz_span_t *cache_unlink(hz_heap_t *h, size_t n) {
   return s;
 }
 
-/* A class's first span in a heap, of blocks carved one at a time as they
- * are used (a page or more): on memory already resident, all of its pages
- * would stay so for the few blocks a seldom-used class hands out
- * (hz_arena_alloc_span). A class with spans already is in use: its next
- * one takes resident memory first, as any span (taking clean memory for
- * every such span, random 4-32 KiB blocks peaked at 1.8x the RSS). */
-static inline bool span_carves_lazily(const hz_heap_t *h, uint32_t c) {
-  return c < HZ_NCLASS && hz_class_size(c) >= hz_os_page_size && h->n.span_blocks[c] == 0;
+/* Slices of a new span of class c: at least 8 blocks, but a heap's first
+ * span of a class of blocks of a page or more (carved one at a time, as
+ * used) holds one block's worth. On memory already resident (the pool's
+ * and the cache's spans are, first), all its pages stayed so: a class that
+ * hands out a block now and then kept 256 KiB for a 32 KiB block (16
+ * threads passing blocks of up to 300 KB: docs/perf.md §46). Its next
+ * spans hold 8 blocks or more: the class is in use. */
+static size_t class_span_slices(const hz_heap_t *h, uint32_t c) {
+  size_t bs = hz_class_size(c);
+  /* (the checked build's spans start with a guard block) */
+  if (bs >= hz_os_page_size && h->n.span_blocks[c] == 0) return ((HZ_CHECKED ? 2 : 1) * bs + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
+  return hz_class_slices[c];
 }
 
 /* A cached span for a new span of `slices` slices: one of that size, else,
- * for a large block, the smallest of up to half as big again, whole (the
- * block has room to grow in place). Keyed by exact size alone, a thread
- * whose large blocks vary in size kept a whole THREAD_CACHE of spans it
- * never asked for again while it took new ones: 16 threads passing blocks
- * of up to 300 KB to each other (docs/perf.md §46). Cut to size instead,
- * the rests left too few spans big enough, and it took more new ones; up
- * to twice the size, the slack of long-lived blocks cost RSS (§46). A
- * lazily carved class takes only its own former spans, whose resident
- * pages are its blocks'. */
+ * for a large block (c = HZ_CLASS_LARGE), the smallest of up to half as big
+ * again, whole (the block has room to grow in place). Keyed by exact size
+ * alone, a thread whose large blocks vary in size kept a whole THREAD_CACHE
+ * of spans it never asked for again while it took new ones: 16 threads
+ * passing blocks of up to 300 KB to each other (docs/perf.md §46). Cut to
+ * size instead, the rests left too few spans big enough, and it took more
+ * new ones; up to twice the size, the slack of long-lived blocks cost RSS
+ * (§46). */
 static hz_span_t *cache_take(hz_heap_t *h, size_t slices, uint32_t c) {
   if (slices > HZ_LARGE_MAX_SLICES) return NULL;
-  hz_span_t *s = h->cache[slices];
-  if (s != NULL) return span_carves_lazily(h, c) && s->cls != c ? NULL : cache_unlink(h, slices);
+  if (h->cache[slices] != NULL) return cache_unlink(h, slices);
   if (c != HZ_CLASS_LARGE || h->cache_slices <= slices) return NULL;
   size_t most = slices + (slices + 1) / 2;
   for (size_t n = slices + 1; n <= most && n <= HZ_LARGE_MAX_SLICES; n++)
@@ -406,20 +408,20 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
     s->zeroed = 0;
     return s;
   }
-  s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
+  s = hz_arena_alloc_span(h->arena, slices, align);
   if (s == NULL) {
     /* Cached spans may coalesce into a fit, and the checked build's
      * quarantine holds freed blocks back (a program that freed all of its
      * blocks at the RLIMIT_AS limit got none again, not even after). */
     hz_heap_collect(h, true);
-    s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
+    s = hz_arena_alloc_span(h->arena, slices, align);
   }
   if (s == NULL) { /* out of address space? what exited threads' heaps got freed, cached huge
                      * mappings and unused segments go back */
     hz_heaps_collect_abandoned();
     hz_huge_purge(true);
     hz_arena_release();
-    s = hz_arena_alloc_span(h->arena, slices, align, span_carves_lazily(h, c));
+    s = hz_arena_alloc_span(h->arena, slices, align);
   }
   if (HZ_CHECKED && s != NULL && !span_protected(s, false)) {
     hz_arena_free_span(s); /* closed, as a span the quarantine lets go */
@@ -626,7 +628,7 @@ static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
       if (h->lists[c] == NULL) heap_set_cur(h, c, &hz_span_empty);
     }
     if ((s = h->lists[c]) != NULL) { heap_set_cur(h, c, s); continue; }
-    s = heap_take_span(h, hz_class_slices[c], 1, c);
+    s = heap_take_span(h, class_span_slices(h, c), 1, c);
     if (s == NULL) return NULL;
     span_init_small(h, s, c);
     list_push(h, s);

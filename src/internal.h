@@ -526,7 +526,7 @@ void hz_options_print(FILE *out); /* one line: name=value ... */
 /* ---- arena.c ---- */
 void hz_arena_init(void);
 uint32_t hz_arena_pick(uint32_t heap_index);
-hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices, bool clean_first);
+hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices);
 void hz_arena_free_span(hz_span_t *s);
 void hz_arena_purge(bool force);
 bool hz_arena_dirty(void);       /* free slices wait for their purge */

@@ -36,7 +36,7 @@
  * links to it). Pages 1-3 and 5-6 hold only free blocks. */
 #define MID_LIVE(j) ((j) == 0 || (j) == 100)
 
-static char *big[NBIG], *small[NSMALL], *mid[NMID], *again[NMID];
+static char *big[NBIG], *small[NSMALL], *mid[NMID], *again[NMID], *warm[SPAN / 16384];
 
 /* Resident pages of [p, p + n) (page-aligned p). */
 static size_t resident(const void *p, size_t n) {
@@ -71,6 +71,14 @@ TEST_MAIN() {
   /* The idle trim is the purge thread's work; this program starts no thread
    * of its own, where the default (1) starts none either (purge/single). */
   CHECK(hz_option_set(HZ_OPTION_PURGE_THREAD, 2) == 0);
+  /* A heap's first span of a class of blocks of a page or more holds one
+   * block's worth of slices (heap.c, class_span_slices): two 16 KiB blocks
+   * with 4 KiB pages, kept live to the end, so that big[] starts a span of 8. */
+  int warm_n = tu_page_size() <= 16384 ? SPAN / 16384 : 0;
+  for (int i = 0; i < warm_n; i++) {
+    warm[i] = malloc(BIG);
+    CHECK(warm[i] != NULL);
+  }
   for (int i = 0; i < NBIG; i++) {
     big[i] = malloc(BIG);
     if (CHECK(big[i])) tu_fill(big[i], BIG, (uint64_t)i);
