@@ -350,8 +350,9 @@ static bool span_protected(hz_span_t *s, bool inaccessible) {
   if (err == 0) return true;
   static _Atomic bool warned;
   if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
-    hz_warning("mprotect failed (errno %d): the process may be out of memory mappings (vm.max_map_count); "
-               "the checked build's guard pages take one each. Large blocks go unguarded, or fail, until some are freed",
+    hz_warning("mprotect failed (errno %d): the process may be out of memory mappings (vm.max_map_count; the "
+               "checked build's guard pages take one each) or of memory (RLIMIT_DATA, overcommit). Large blocks go "
+               "unguarded, or fail, until some are freed",
                -err);
   if (!inaccessible) span_mark_protected(s, true); /* still closed */
   return false;
