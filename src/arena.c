@@ -24,6 +24,42 @@
 
 uint8_t hz_segmap[HZ_SEGMAP_LEN];
 
+/* The segment map is 32 MiB of which a process writes a page or two (one
+ * covers 16 GiB of address space). Under mlockall every page of a writable
+ * mapping becomes resident, the map's too: 32 MiB for nothing. So start-up
+ * makes its whole pages read-only -- read, they all show the one zero page
+ * --, and a page is opened before its first write. */
+static uintptr_t segmap_lo, segmap_hi; /* the read-only part; empty if none */
+static _Atomic uint64_t segmap_opened[HZ_SEGMAP_LEN / 4096 / 64];
+
+static void segmap_protect(void) {
+  static bool done; /* (once: a fork's child keeps the map and what is open) */
+  if (done) return;
+  done = true;
+  size_t ps = hz_os_page_size;
+  uintptr_t lo = ((uintptr_t)hz_segmap + ps - 1) & ~(ps - 1), hi = ((uintptr_t)hz_segmap + HZ_SEGMAP_LEN) & ~(ps - 1);
+  if (lo < hi && hz_os_readonly((void *)lo, hi - lo, true) == 0) segmap_lo = lo, segmap_hi = hi;
+}
+
+/* Written under different locks (arena, huge): each caller opens the page
+ * itself if it sees it closed (opening twice does no harm). */
+void hz_segmap_set(uintptr_t i, uint8_t v) {
+  uintptr_t a = (uintptr_t)&hz_segmap[i];
+  if (a >= segmap_lo && a < segmap_hi) {
+    size_t ps = hz_os_page_size, page = (a - segmap_lo) / ps;
+    _Atomic uint64_t *w = &segmap_opened[page / 64];
+    uint64_t bit = (uint64_t)1 << (page % 64);
+    if (!(atomic_load_explicit(w, memory_order_acquire) & bit)) {
+      /* (at the mapping limit the whole map as one writable mapping needs none more) */
+      if (hz_os_readonly((void *)(a & ~(ps - 1)), ps, false) != 0 &&
+          hz_os_readonly((void *)segmap_lo, segmap_hi - segmap_lo, false) != 0)
+        hz_fatal("cannot make the segment map writable (mprotect failed)");
+      atomic_fetch_or_explicit(w, bit, memory_order_release);
+    }
+  }
+  __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED);
+}
+
 typedef unsigned __int128 hz_mask_t; /* one bit per slice */
 
 typedef struct __attribute__((aligned(64))) hz_arena_s {
@@ -49,6 +85,7 @@ _Atomic int hz_purge_running;
 void hz_arena_init(void) {
   unsigned cpus = hz_os_cpu_count();
   hz_arena_count = cpus > HZ_ARENAS_MAX ? HZ_ARENAS_MAX : cpus;
+  segmap_protect();
 }
 
 uint32_t hz_arena_pick(uint32_t heap_index) { return heap_index % hz_arena_count; }

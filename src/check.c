@@ -273,14 +273,14 @@ _Atomic uint64_t hz_zero_allocs, hz_zero_frees; /* (statistics count them as blo
 static char *zero_segment(void) {
   char *base = atomic_load_explicit(&hz_zero_base, memory_order_acquire);
   if (base != NULL || atomic_load_explicit(&hz_zero_failed, memory_order_relaxed)) return base;
-  char *m = hz_os_map(HZ_SEG_SIZE, HZ_SEG_SIZE);
-  if (m == NULL || hz_os_protect(m, HZ_SEG_SIZE, false) != 0) {
+  char *m = hz_os_reserve(HZ_SEG_SIZE, HZ_SEG_SIZE); /* (inaccessible, as reserved) */
+  if (m == NULL) {
     atomic_store_explicit(&hz_zero_failed, true, memory_order_relaxed);
     return NULL;
   }
-  hz_segmap[(uintptr_t)m >> HZ_SEG_SHIFT] = HZ_MAP_ZERO;
+  hz_segmap_set((uintptr_t)m >> HZ_SEG_SHIFT, HZ_MAP_ZERO);
   if (!atomic_compare_exchange_strong_explicit(&hz_zero_base, &base, m, memory_order_acq_rel, memory_order_acquire)) {
-    hz_segmap[(uintptr_t)m >> HZ_SEG_SHIFT] = HZ_MAP_NONE; /* another thread won */
+    hz_segmap_set((uintptr_t)m >> HZ_SEG_SHIFT, HZ_MAP_NONE); /* another thread won */
     hz_os_unmap(m, HZ_SEG_SIZE);
     return base;
   }

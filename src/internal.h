@@ -260,7 +260,7 @@ static inline uint8_t hz_segmap_at(uintptr_t i) { return __atomic_load_n(&hz_seg
 #else
 static inline uint8_t hz_segmap_at(uintptr_t i) { return hz_segmap[i]; }
 #endif
-static inline void hz_segmap_set(uintptr_t i, uint8_t v) { __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED); }
+void hz_segmap_set(uintptr_t i, uint8_t v);
 
 /* The first byte of a span's slices (its descriptor lies in the same segment). */
 static inline uintptr_t hz_span_base(const hz_span_t *s) {
@@ -475,6 +475,7 @@ int hz_os_move(void *from, void *to, size_t size);  /* 0; -errno: not moved; 1: 
 int hz_os_relocate(void *from, void *to, size_t size); /* 0; -errno: not moved. `from` is a hole after */
 void hz_os_advise_huge(void *p, size_t size, bool enable);
 int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused (out of mappings) */
+int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows: -1, not done) */
 long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
 long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);

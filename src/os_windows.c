@@ -122,6 +122,12 @@ int hz_os_relocate(void *from, void *to, size_t size) {
 /* Large pages need a privilege most programs lack: nothing to advise. */
 void hz_os_advise_huge(void *p, size_t size, bool enable) { (void)p, (void)size, (void)enable; }
 
+/* (no mlockall here: the segment map's pages stay as the loader made them) */
+int hz_os_readonly(void *p, size_t size, bool readonly) {
+  (void)p, (void)size, (void)readonly;
+  return -1;
+}
+
 int hz_os_protect(void *p, size_t size, bool accessible) {
   DWORD old;
   atomic_fetch_add_explicit(&hz_os_stats.mprotect_calls, 1, memory_order_relaxed);

@@ -206,6 +206,9 @@ else
   e arena/as_limit "RLIMIT_AS does not bound the emulator's mappings" h arena/as_limit 60 "$B/arena/as_limit"
   e "arena/as_limit [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
     t "arena/as_limit [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_limit"
+  e arena/mlock_rss "mlockall would lock the emulator's own memory" h arena/mlock_rss 60 "$B/arena/mlock_rss"
+  e "arena/mlock_rss [checked]" "mlockall would lock the emulator's own memory" \
+    t "arena/mlock_rss [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/mlock_rss"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
   t heap/blockstart 60 - glibc "$B/heap/blockstart"
