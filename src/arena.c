@@ -41,8 +41,9 @@ static void segmap_protect(void) {
   if (lo < hi && hz_os_readonly((void *)lo, hi - lo, true) == 0) segmap_lo = lo, segmap_hi = hi;
 }
 
-/* Written under different locks (arena, huge): each caller opens the page
- * itself if it sees it closed (opening twice does no harm). */
+/* Written under different locks (arena, huge); a page is opened under a lock
+ * of its own, as opening may map it again (os.c). */
+static hz_lock_t segmap_lock = HZ_LOCK_INIT;
 void hz_segmap_set(uintptr_t i, uint8_t v) {
   uintptr_t a = (uintptr_t)&hz_segmap[i];
   if (a >= segmap_lo && a < segmap_hi) {
@@ -50,11 +51,13 @@ void hz_segmap_set(uintptr_t i, uint8_t v) {
     _Atomic uint64_t *w = &segmap_opened[page / 64];
     uint64_t bit = (uint64_t)1 << (page % 64);
     if (!(atomic_load_explicit(w, memory_order_acquire) & bit)) {
-      /* (at the mapping limit the whole map as one writable mapping needs none more) */
-      if (hz_os_readonly((void *)(a & ~(ps - 1)), ps, false) != 0 &&
-          hz_os_readonly((void *)segmap_lo, segmap_hi - segmap_lo, false) != 0)
-        hz_fatal("cannot make the segment map writable (mprotect failed)");
-      atomic_fetch_or_explicit(w, bit, memory_order_release);
+      hz_lock(&segmap_lock);
+      if (!(atomic_load_explicit(w, memory_order_relaxed) & bit)) {
+        if (hz_os_readonly((void *)(a & ~(ps - 1)), ps, false) != 0)
+          hz_fatal("cannot make a page of the segment map writable (mprotect and mmap failed)");
+        atomic_fetch_or_explicit(w, bit, memory_order_release);
+      }
+      hz_unlock(&segmap_lock);
     }
   }
   __atomic_store_n(&hz_segmap[i], v, __ATOMIC_RELAXED);
@@ -433,6 +436,7 @@ void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committ
 /* fork (init.c): an arena whose lock a lost thread held is never used in
  * the child (its bitmaps and lists may be half changed). */
 void hz_arena_fork_child(void) {
+  (void)hz_lock_lost_in_fork(&segmap_lock); /* (a lost opener set no bit: the page is opened again) */
   for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++)
     if (hz_lock_lost_in_fork(&hz_arenas[i].lock)) hz_arenas[i].lost = true;
 }

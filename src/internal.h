@@ -476,6 +476,7 @@ int hz_os_relocate(void *from, void *to, size_t size); /* 0; -errno: not moved. 
 void hz_os_advise_huge(void *p, size_t size, bool enable);
 int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused (out of mappings) */
 int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows: -1, not done) */
+/* (hz_os_readonly(p, size, false) maps the range again where mprotect fails: only what nothing wrote yet) */
 long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
 long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);

@@ -102,14 +102,7 @@ void *hz_os_map(size_t size, size_t align) { return os_map(size, align, PROT_REA
  * they charged against the commit limit until opened (vm.overcommit_memory
  * 2 ignores NORESERVE). */
 void *hz_os_reserve(size_t size, size_t align) { return os_map(size, align, PROT_NONE, MAP_NORESERVE); }
-bool hz_os_commit(void *p, size_t size) {
-  int errno_saved = errno;
-  bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
-  if (!ok) hz_verbose("mprotect of %zu bytes at %p failed (errno %d)", size, p, errno);
-  errno = errno_saved;
-  count(&hz_os_stats.mprotect_calls, 1);
-  return ok;
-}
+bool hz_os_commit(void *p, size_t size) { return hz_os_readonly(p, size, false) == 0; }
 
 /* Memory given back with munmap counts as returned, like madvise's. */
 void hz_os_unmap(void *p, size_t size) {
@@ -197,11 +190,22 @@ int hz_os_protect(void *p, size_t size, bool accessible) {
   return r;
 }
 
+/* Opening (readonly false) maps the range again where mprotect is refused
+ * (a sandbox may refuse it and not mmap): callers open only what they own
+ * and nothing has written yet, whose fresh pages are as good. */
 int hz_os_readonly(void *p, size_t size, bool readonly) {
   int errno_saved = errno;
   int r = mprotect(p, size, readonly ? PROT_READ : PROT_READ | PROT_WRITE) == 0 ? 0 : -errno;
-  errno = errno_saved;
   count(&hz_os_stats.mprotect_calls, 1);
+  if (r != 0 && !readonly) {
+    static _Atomic bool told;
+    if (!atomic_exchange_explicit(&told, true, memory_order_relaxed))
+      hz_verbose("mprotect failed (errno %d); opening reserved memory by mapping it again", -r);
+    if (mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == p)
+      r = 0;
+    count(&hz_os_stats.mmap_calls, 1);
+  }
+  errno = errno_saved;
   return r;
 }
 

@@ -137,6 +137,7 @@ if [ $mode = glibc ]; then
   g purge/trim_pages 60 "$B/purge/trim_pages"
   g purge/errno 60 "$B/purge/errno"
   g arena/as_limit 60 "$B/arena/as_limit"
+  g arena/no_mprotect 60 "$B/arena/no_mprotect"
   g purge/collect 60 "$B/purge/collect"
 elif [ $mode = windows ]; then
   # Linked with the static library (malloc redirected) or, api/dll, with the
@@ -209,6 +210,9 @@ else
   e arena/mlock_rss "mlockall would lock the emulator's own memory" h arena/mlock_rss 60 "$B/arena/mlock_rss"
   e "arena/mlock_rss [checked]" "mlockall would lock the emulator's own memory" \
     t "arena/mlock_rss [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/mlock_rss"
+  e arena/no_mprotect "a seccomp filter would apply to the emulator's own calls" h arena/no_mprotect 60 "$B/arena/no_mprotect"
+  e "arena/no_mprotect [checked]" "a seccomp filter would apply to the emulator's own calls" \
+    t "arena/no_mprotect [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/no_mprotect"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
   t heap/blockstart 60 - glibc "$B/heap/blockstart"

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+/* tests/arena/no_mprotect.c: malloc works where mprotect is refused.
+ *
+ * hakozuna reserves its regions of segments inaccessible and opens them a
+ * segment at a time with mprotect (so that mlockall locks only what is
+ * open: tests/arena/mlock_rss.c). A sandbox may refuse mprotect and allow
+ * mmap (a seccomp filter); opening then maps the segment again over the
+ * reservation (os.c, hz_os_readonly). Here a seccomp filter makes every
+ * mprotect fail with EPERM after the first malloc, and 96 MiB of
+ * 40,000-byte blocks (segments past the first region), filled and checked,
+ * must all be served. Without the fallback the first new segment failed
+ * and malloc returned NULL (63 of 2,516 blocks served). Half of them come
+ * after 17 GiB of address space taken below the first region, so that the
+ * next region's segments fall in a page of the segment map not written yet
+ * (a page covers 16 GiB), which is opened the same way (arena.c,
+ * hz_segmap_set). Skipped where a filter cannot be installed.
+ * Also run on glibc (whose main arena grows with brk). */
+#include "check.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#if defined(__x86_64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+static int refuse_mprotect(void) {
+#ifdef TEST_AUDIT_ARCH
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+#else
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+enum { SIZE = 40000, N = 96 * 1024 * 1024 / SIZE };
+static char *v[N];
+
+TEST_MAIN() {
+  void *first = malloc(16);
+  CHECK(first != NULL);
+  if (refuse_mprotect() != 0) {
+    printf("SKIP seccomp filter: errno %d\n", errno);
+    return 77; /* tests/run.sh: skipped */
+  }
+  char probe[1];
+  if (mprotect((void *)((uintptr_t)probe & ~(uintptr_t)4095), 4096, PROT_READ | PROT_WRITE) == 0 || errno != EPERM) {
+    printf("SKIP the filter did not refuse mprotect\n");
+    return 77;
+  }
+  int got = 0;
+  void *gap = NULL;
+  for (int i = 0; i < N; i++) {
+    if (i == N / 2) { /* (where the address space is limited, the second half shares the map's page) */
+      gap = mmap(NULL, (size_t)17 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (gap == MAP_FAILED) gap = NULL;
+    }
+    v[i] = malloc(SIZE);
+    if (v[i] == NULL) break;
+    tu_fill(v[i], SIZE, (uint64_t)i);
+    got++;
+  }
+  CHECKF(got == N, "%d of %d blocks of %d bytes served with mprotect refused", got, N, SIZE);
+  for (int i = 0; i < got; i++) {
+    CHECKF(tu_verify(v[i], SIZE, (uint64_t)i) == 0, "block %d changed", i);
+    free(v[i]);
+  }
+  if (gap != NULL) munmap(gap, (size_t)17 << 30);
+  free(first);
+  return check_failed() ? 1 : 0;
+}
