@@ -532,8 +532,7 @@ static struct mallinfo hz_mallinfo(void) {
  * that read them (and glibc's tst-malloc-stats-cancellation). Not a
  * cancellation point (glibc's is not), though it writes to stderr. */
 static void hz_malloc_stats(void) {
-  int old;
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  int old = hz_os_nocancel_begin();
   hz_stats_print(NULL);
   hz_stats_t *st = hz_stats_new();
   if (st != NULL) {
@@ -548,7 +547,7 @@ static void hz_malloc_stats(void) {
     hz_stats_delete(st);
     if (n > 0) hz_output_text(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
   }
-  pthread_setcancelstate(old, NULL);
+  hz_os_nocancel_end(old);
 }
 /* glibc's tunables, mapped onto the option table where they mean something
  * here (README, "mallopt"). The others are accepted and change nothing: 1,

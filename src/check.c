@@ -32,13 +32,13 @@ static void vreport_to(bool verbose, int fd, const char *prefix, const char *fmt
   if (len > sizeof buf - 2) len = sizeof buf - 2;
   buf[len++] = '\n';
   buf[len] = 0;
-  if (verbose) {
-    hz_output(buf, len);
-    return;
-  }
-  hz_output_fn *fn = atomic_load(&hz_error_hook);
-  if (fn) fn(buf, atomic_load(&hz_error_arg));
+  /* (a program's hook may write with stdio: cancellation points, see os.c) */
+  int cs = hz_os_nocancel_begin();
+  hz_output_fn *fn = verbose ? NULL : atomic_load(&hz_error_hook);
+  if (verbose) hz_output(buf, len);
+  else if (fn) fn(buf, atomic_load(&hz_error_arg));
   else hz_os_write(fd, buf, len);
+  hz_os_nocancel_end(cs);
 }
 
 static void vreport(const char *prefix, const char *fmt, va_list ap) { vreport_to(false, 2, prefix, fmt, ap); }

@@ -511,6 +511,11 @@ const void *hz_os_map_file(const char *path, size_t *size); /* read-only; NULL o
 void hz_os_unmap_file(const void *p, size_t size); /* (not counted as memory returned) */
 bool hz_os_cwd(char *buf, size_t size);
 void hz_os_close(int fd);
+/* Cancellation off around file calls made inside the allocator (open,
+ * read, write, close and stdio are cancellation points): begin returns the
+ * state for end. */
+int hz_os_nocancel_begin(void);
+void hz_os_nocancel_end(int old);
 /* The definition of a function that comes after this library's (another
  * library's, e.g. the C++ runtime's), NULL if none or unknown. */
 void *hz_os_next_function(const char *name);

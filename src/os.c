@@ -231,20 +231,39 @@ uint64_t hz_os_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* open, read, write and close are cancellation points: a thread with a
+ * deferred cancel pending that reached them from malloc or free (a message,
+ * a guard page's count of mappings, a report) was unwound out of the
+ * allocator with its heap claimed or a lock held, its work half done.
+ * Every file call here runs with cancellation disabled; the caller's state
+ * comes back after, so a pending cancel acts at its next cancellation
+ * point. (pthread_setcancelstate leaves errno alone.) */
+int hz_os_nocancel_begin(void) {
+  int old = PTHREAD_CANCEL_ENABLE;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+  return old;
+}
+
+void hz_os_nocancel_end(int old) {
+  int dummy;
+  pthread_setcancelstate(old, &dummy);
+}
+
 void hz_os_write(int fd, const char *s, size_t n) {
-  int errno_saved = errno;
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
   while (n > 0) {
     ssize_t w = write(fd, s, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) break;
     s += w; n -= (size_t)w;
   }
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
 }
 
 /* Resident set from /proc/self/statm, read without stdio (no allocation). */
 size_t hz_os_rss(void) {
-  int errno_saved = errno;
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
   char buf[128];
   size_t rss = 0;
   int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -260,6 +279,7 @@ size_t hz_os_rss(void) {
       rss *= os_real_page_size;
     }
   }
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
   return rss;
 }
@@ -268,7 +288,7 @@ size_t hz_os_rss(void) {
  * many this one has (a line each in /proc/self/maps); -1 if unknown. Read
  * without stdio: no allocation. */
 static long read_count(const char *path, bool lines) {
-  int errno_saved = errno;
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
   long v = -1;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
@@ -287,6 +307,7 @@ static long read_count(const char *path, bool lines) {
     close(fd);
     if (n < 0 || (!lines && !digits)) v = -1;
   }
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
   return v;
 }
@@ -305,11 +326,12 @@ int hz_os_pid(void) { return (int)getpid(); }
  * leave it alone; one kept for long is checked with hz_os_fd_is before
  * use. */
 int hz_os_open_report(const char *path, bool append) {
-  int errno_saved = errno;
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
   int fd = path ? open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644) : 2;
   int kept = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 100) : -1;
   if (kept < 0) kept = -errno;
   if (path && fd >= 0) close(fd);
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
   count(&hz_os_stats.other_calls, 1);
   return kept;
@@ -336,6 +358,8 @@ size_t hz_os_peak_rss(void) {
   return r == 0 ? (size_t)ru.ru_maxrss * 1024 : 0;
 }
 
+/* (nanosleep is a cancellation point too, but only the purge thread, the
+ * allocator's own, sleeps here: nothing cancels it) */
 void hz_os_sleep_ms(long ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
   int errno_saved = errno;
@@ -447,7 +471,7 @@ void hz_os_thread_name(const char *name) {
 
 /* A whole file mapped read-only (the profiler reads ELF symbol tables). */
 const void *hz_os_map_file(const char *path, size_t *size) {
-  int errno_saved = errno;
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
   const void *p = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
@@ -457,6 +481,7 @@ const void *hz_os_map_file(const char *path, size_t *size) {
     else *size = (size_t)st.st_size;
   }
   if (fd >= 0) close(fd);
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
   return p;
 }
@@ -472,8 +497,9 @@ bool hz_os_cwd(char *buf, size_t size) {
 }
 
 void hz_os_close(int fd) {
-  int errno_saved = errno;
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
   close(fd);
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
 }
 

@@ -209,6 +209,10 @@ void hz_os_close(int fd) {
   errno = errno_saved;
 }
 
+/* (no thread cancellation on Windows) */
+int hz_os_nocancel_begin(void) { return 0; }
+void hz_os_nocancel_end(int old) { (void)old; }
+
 bool hz_os_cwd(char *buf, size_t size) {
   int errno_saved = errno;
   bool ok = _getcwd(buf, (int)size) != NULL;

@@ -392,7 +392,14 @@ static void stats_report_to(FILE *f, hz_stats_t *st, bool at_exit) {
 #endif
 }
 
-HZ_EXPORT void hz_stats_print(FILE *f) { stats_report_to(f, hz_stats_new(), false); }
+/* stdio's writes and fclose are cancellation points: a thread with a cancel
+ * pending would stop halfway through the report and leak the snapshot
+ * (os.c, hz_os_nocancel_begin). */
+HZ_EXPORT void hz_stats_print(FILE *f) {
+  int cs = hz_os_nocancel_begin();
+  stats_report_to(f, hz_stats_new(), false);
+  hz_os_nocancel_end(cs);
+}
 
 /* snprintf that appends and keeps counting past the end, like snprintf. */
 typedef struct { char *buf; size_t len, pos; } hz_out_t;
@@ -499,6 +506,7 @@ __attribute__((constructor)) static void hz_stats_ctor(void) {
 
 __attribute__((destructor)) static void hz_stats_dtor(void) {
   if (!hz_opt(HZ_OPTION_STATS)) return;
+  int cs = hz_os_nocancel_begin(); /* (as hz_stats_print: exit runs this in the program's thread) */
   /* The output hook, when the program set one, takes the place of stderr. */
   bool to_file = hz_stats_to_path || !atomic_load(&hz_output_hook);
   int fd = -1;
@@ -513,4 +521,5 @@ __attribute__((destructor)) static void hz_stats_dtor(void) {
   if (f) setvbuf(f, hz_stats_buf, _IOFBF, sizeof hz_stats_buf);
   stats_report_to(f ? f : to_file ? stderr : NULL, st, true);
   if (f) fclose(f);
+  hz_os_nocancel_end(cs);
 }

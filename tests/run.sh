@@ -128,6 +128,7 @@ if [ $mode = glibc ]; then
   g threads/lastexit 60 "$B/threads/lastexit"
   g threads/join 60 "$B/threads/join"
   g threads/join_tls 60 "$B/threads/join_tls"
+  g threads/cancel_pending 60 "$B/threads/cancel_pending"
   g threads/smallstack 60 "$B/threads/smallstack"
   g init/ctor 60 "$B/init/ctor"
   g init/dlopen 60 "$B/init/dlopen"
@@ -192,6 +193,9 @@ else
     if [ -n "$emulator" ]; then skip "$1" "qemu-user: $2"; else "${@:3}"; fi
   }
   e threads/smallstack "execs /proc/self/exe (no binfmt for arm64 here)" h threads/smallstack 60 "$B/threads/smallstack"
+  e threads/cancel_pending "execs /proc/self/exe (no binfmt for arm64 here)" h threads/cancel_pending 60 "$B/threads/cancel_pending"
+  e "threads/cancel_pending [checked]" "execs /proc/self/exe (no binfmt for arm64 here)" \
+    t "threads/cancel_pending [checked]" 60 "$lib_checked" hakozuna-checked "$B/threads/cancel_pending"
   e init/reenter "execs /proc/self/exe (no binfmt for arm64 here)" \
     t init/reenter 90 - glibc "$B/init/reenter" "$B/init/liballocshim.so"
   e init/fork_stdio "aborts in children forked while threads run" h init/fork_stdio 120 "$B/init/fork_stdio"
