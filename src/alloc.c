@@ -627,6 +627,13 @@ void malloc_stats(void) HZ_ALIAS(hz_malloc_stats);
 int mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
 int __libc_mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
 int malloc_info(int options, FILE *out) HZ_ALIAS(hz_malloc_info);
+/* mlockall makes every page of a writable mapping resident: the arena's
+ * address space reserved ahead is given back first (arena.c). */
+static int hz_mlockall(int flags) {
+  hz_arena_close_reserve();
+  return hz_os_mlockall(flags);
+}
+int mlockall(int flags) HZ_ALIAS(hz_mlockall);
 #endif
 
 /* C++ operator new and delete inline the fast paths above: compiled as

@@ -70,6 +70,7 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
   hz_segment_t *segments;     /* newest first */
   hz_segment_t *hint;         /* where the last search succeeded */
   uintptr_t region_next, region_end;
+  bool region_closed;         /* reserved inaccessible: segments are opened one by one */
   uint64_t segment_count, reserved_bytes;
   uint64_t free_clean_slices; /* free slices known not to be backed */
   uint64_t dirty_slices;
@@ -85,10 +86,44 @@ static uint32_t hz_arena_count = 1;
 _Atomic int hz_purge_pending;
 _Atomic int hz_purge_running;
 
+/* Regions are reserved writable: pages cost nothing until touched, and a
+ * new segment needs no call. Opening segments one at a time (mprotect)
+ * changed the mapping that every thread's page faults were in, which then
+ * waited on the process's mmap lock: thread_flood, 1,000 threads on 16
+ * cores, ran 3x slower at 4x the peak RSS (docs/perf.md section 49). They
+ * are reserved closed where writable address space costs: under
+ * vm.overcommit_memory=2, which charges a writable mapping whole, and once
+ * the program called mlockall, which makes every page of one resident
+ * (110 MB against glibc's 11 for a few blocks). */
+#ifdef _WIN32
+static _Atomic bool arena_reserve_closed = true; /* (Windows commits what it uses) */
+#else
+static _Atomic bool arena_reserve_closed;
+#endif
+
 void hz_arena_init(void) {
   unsigned cpus = hz_os_cpu_count();
   hz_arena_count = cpus > HZ_ARENAS_MAX ? HZ_ARENAS_MAX : cpus;
   segmap_protect();
+  if (hz_os_overcommit_strict()) atomic_store_explicit(&arena_reserve_closed, true, memory_order_relaxed);
+}
+
+/* mlockall (override in alloc.c) would make the unused rest of every
+ * region resident: it goes back to the OS first, and regions reserved after
+ * are closed. (Set before the locks are taken: a region reserved meanwhile
+ * is seen under its arena's lock.) */
+void hz_arena_close_reserve(void) {
+  atomic_store_explicit(&arena_reserve_closed, true, memory_order_seq_cst);
+  for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
+    hz_arena_t *a = &hz_arenas[i];
+    hz_lock(&a->lock);
+    if (!a->lost && !a->region_closed && a->region_end > a->region_next) {
+      hz_os_unmap((void *)a->region_next, a->region_end - a->region_next);
+      a->reserved_bytes -= a->region_end - a->region_next;
+      a->region_end = a->region_next;
+    }
+    hz_unlock(&a->lock);
+  }
 }
 
 uint32_t hz_arena_pick(uint32_t heap_index) { return heap_index % hz_arena_count; }
@@ -142,16 +177,18 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   if (a->region_next == a->region_end) {
     size_t want = (size_t)hz_opt(HZ_OPTION_ARENA_RESERVE) << 20;
     want = (want + HZ_SEG_MASK) & ~HZ_SEG_MASK;
-    void *r = hz_os_reserve(want, HZ_SEG_SIZE);
-    if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_reserve(want = HZ_SEG_SIZE, HZ_SEG_SIZE);
+    bool closed = atomic_load_explicit(&arena_reserve_closed, memory_order_seq_cst);
+    void *r = hz_os_reserve(want, HZ_SEG_SIZE, closed);
+    if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_reserve(want = HZ_SEG_SIZE, HZ_SEG_SIZE, closed);
     if (r == NULL) return NULL;
+    a->region_closed = closed;
     if (hz_opt(HZ_OPTION_THP)) hz_os_advise_huge(r, want, true);
     a->region_next = (uintptr_t)r;
     a->region_end = a->region_next + want;
     a->reserved_bytes += want;
   }
   hz_segment_t *seg = (hz_segment_t *)a->region_next;
-  if (!hz_os_commit(seg, HZ_SEG_SIZE)) return NULL;
+  if (a->region_closed && !hz_os_commit(seg, HZ_SEG_SIZE)) return NULL;
   a->region_next += HZ_SEG_SIZE;
   /* Fresh OS memory is zero: descriptors start as free spans (kind 0). */
   for (size_t i = 0; i < HZ_SLICES; i++) seg->slice_span[i] = hz_seg_span(seg, i);

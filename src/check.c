@@ -273,7 +273,7 @@ _Atomic uint64_t hz_zero_allocs, hz_zero_frees; /* (statistics count them as blo
 static char *zero_segment(void) {
   char *base = atomic_load_explicit(&hz_zero_base, memory_order_acquire);
   if (base != NULL || atomic_load_explicit(&hz_zero_failed, memory_order_relaxed)) return base;
-  char *m = hz_os_reserve(HZ_SEG_SIZE, HZ_SEG_SIZE); /* (inaccessible, as reserved) */
+  char *m = hz_os_reserve(HZ_SEG_SIZE, HZ_SEG_SIZE, true); /* (inaccessible) */
   if (m == NULL) {
     atomic_store_explicit(&hz_zero_failed, true, memory_order_relaxed);
     return NULL;

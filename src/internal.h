@@ -464,10 +464,10 @@ extern size_t hz_span_granule;
 void hz_os_init(void);
 unsigned hz_os_cpu_count(void);
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
-/* Address space for segments, made usable a segment at a time by
- * hz_os_commit (Windows charges committed memory against its commit limit;
- * on Linux a reservation is already usable, pages cost nothing untouched). */
-void *hz_os_reserve(size_t size, size_t align);
+/* Address space for segments: usable as it is, or closed, to be made usable
+ * a segment at a time by hz_os_commit (Windows always closes it: it charges
+ * committed memory against its commit limit). */
+void *hz_os_reserve(size_t size, size_t align, bool closed);
 bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
@@ -478,6 +478,8 @@ int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused 
 int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows: -1, not done) */
 /* (hz_os_readonly(p, size, false) maps the range again where mprotect fails: only what nothing wrote yet) */
 long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
+bool hz_os_overcommit_strict(void); /* vm.overcommit_memory is 2: writable mappings are charged whole */
+int hz_os_mlockall(int flags);      /* the system call (-1 and errno on failure) */
 long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);
 uint64_t hz_os_now_ms(void);
@@ -553,6 +555,7 @@ extern _Atomic int hz_purge_running;
 #define HZ_PURGE_BUDGET ((size_t)16 << 20)
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
 bool hz_arena_release(void); /* out of address space: unused segments go back whole */
+void hz_arena_close_reserve(void); /* before mlockall: from now on regions are reserved closed */
 void hz_arena_live_blocks(uint64_t live[HZ_NCLASS]);
 /* Committed bytes of the segments that hold no live block, by where. */
 typedef struct hz_arena_usage_s {

@@ -94,14 +94,11 @@ static void *os_map(size_t size, size_t align, int prot, int flags) {
  * with ENOMEM (a program that asked for 2^46 bytes to see malloc fail got
  * them, and the OOM killer ended it when it used them). */
 void *hz_os_map(size_t size, size_t align) { return os_map(size, align, PROT_READ | PROT_WRITE, 0); }
-/* The arena's regions of segments are address space taken ahead, opened a
- * segment at a time. Reserved writable, they cost nothing until touched --
- * except under mlockall, which makes every page of a writable mapping
- * resident: a program that locked its memory had the whole 64 MiB region
- * resident for its first small block (110 MB against glibc's 11). Nor are
- * they charged against the commit limit until opened (vm.overcommit_memory
- * 2 ignores NORESERVE). */
-void *hz_os_reserve(size_t size, size_t align) { return os_map(size, align, PROT_NONE, MAP_NORESERVE); }
+/* The arena's regions of segments are address space taken ahead (arena.c
+ * says when they are reserved closed, to be opened a segment at a time). */
+void *hz_os_reserve(size_t size, size_t align, bool closed) {
+  return os_map(size, align, closed ? PROT_NONE : PROT_READ | PROT_WRITE, MAP_NORESERVE);
+}
 bool hz_os_commit(void *p, size_t size) { return hz_os_readonly(p, size, false) == 0; }
 
 /* Memory given back with munmap counts as returned, like madvise's. */
@@ -312,6 +309,8 @@ static long read_count(const char *path, bool lines) {
   return v;
 }
 long hz_os_map_limit(void) { return read_count("/proc/sys/vm/max_map_count", false); }
+bool hz_os_overcommit_strict(void) { return read_count("/proc/sys/vm/overcommit_memory", false) == 2; }
+int hz_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 /* (/proc/self is the main thread's, empty once it called pthread_exit) */
 long hz_os_map_count(void) {
   long n = read_count("/proc/thread-self/maps", true);

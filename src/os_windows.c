@@ -85,7 +85,10 @@ void *hz_os_map(size_t size, size_t align) {
   return os_alloc(size, align, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
 }
 
-void *hz_os_reserve(size_t size, size_t align) { return os_alloc(size, align, MEM_RESERVE, PAGE_NOACCESS); }
+void *hz_os_reserve(size_t size, size_t align, bool closed) {
+  (void)closed; /* (always: Windows charges what is committed) */
+  return os_alloc(size, align, MEM_RESERVE, PAGE_NOACCESS);
+}
 
 bool hz_os_commit(void *p, size_t size) { return VirtualAlloc(p, size, MEM_COMMIT, PAGE_READWRITE) != NULL; }
 
@@ -162,6 +165,11 @@ void hz_os_write(int fd, const char *s, size_t n) {
 
 /* (no limit on a process's mappings) */
 long hz_os_map_limit(void) { return -1; }
+bool hz_os_overcommit_strict(void) { return false; }
+int hz_os_mlockall(int flags) {
+  (void)flags;
+  return 0;
+}
 long hz_os_map_count(void) { return -1; }
 
 size_t hz_os_rss(void) {

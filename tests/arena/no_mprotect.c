@@ -1,19 +1,22 @@
 // SPDX-License-Identifier: MIT
 /* tests/arena/no_mprotect.c: malloc works where mprotect is refused.
  *
- * hakozuna reserves its regions of segments inaccessible and opens them a
- * segment at a time with mprotect (so that mlockall locks only what is
- * open: tests/arena/mlock_rss.c). A sandbox may refuse mprotect and allow
- * mmap (a seccomp filter); opening then maps the segment again over the
- * reservation (os.c, hz_os_readonly). Here a seccomp filter makes every
- * mprotect fail with EPERM after the first malloc, and 96 MiB of
- * 40,000-byte blocks (segments past the first region), filled and checked,
- * must all be served. Without the fallback the first new segment failed
- * and malloc returned NULL (63 of 2,516 blocks served). Half of them come
- * after 17 GiB of address space taken below the first region, so that the
- * next region's segments fall in a page of the segment map not written yet
- * (a page covers 16 GiB), which is opened the same way (arena.c,
- * hz_segmap_set). Skipped where a filter cannot be installed.
+ * hakozuna opens with mprotect the pages of its segment map before their
+ * first write, and, once the program called mlockall (or under
+ * vm.overcommit_memory=2), its regions of segments a segment at a time
+ * (so that mlockall locks only what is open: tests/arena/mlock_rss.c). A
+ * sandbox may refuse mprotect and allow mmap (a seccomp filter); opening
+ * then maps the range again (os.c, hz_os_readonly). Here a seccomp filter
+ * makes every mprotect fail with EPERM after the first malloc, and 96 MiB
+ * of 40,000-byte blocks (segments past the first region), filled and
+ * checked, must all be served. Half of them come after 17 GiB of address
+ * space taken below the first region, so that the next region's segments
+ * fall in a page of the segment map not written yet (a page covers 16
+ * GiB). Then, where mlockall(MCL_FUTURE) is allowed, 96 MiB more, the
+ * first still live, from regions reserved inaccessible. Without the
+ * fallback the first new segment failed and malloc returned NULL (63 of
+ * 2,516 blocks served, when every region was opened so). Skipped where a
+ * filter cannot be installed.
  * Also run on glibc (whose main arena grows with brk). */
 #include "check.h"
 #include "testutil.h"
@@ -54,7 +57,7 @@ static int refuse_mprotect(void) {
 }
 
 enum { SIZE = 40000, N = 96 * 1024 * 1024 / SIZE };
-static char *v[N];
+static char *v[N], *w[N];
 
 TEST_MAIN() {
   void *first = malloc(16);
@@ -81,6 +84,26 @@ TEST_MAIN() {
     got++;
   }
   CHECKF(got == N, "%d of %d blocks of %d bytes served with mprotect refused", got, N, SIZE);
+  /* Once the program calls mlockall, hakozuna reserves regions
+   * inaccessible and opens them a segment at a time: 96 MiB more, the
+   * first blocks still live, need new regions opened so. */
+  int more = 0;
+  if (mlockall(MCL_FUTURE) == 0) {
+    for (int i = 0; i < N; i++) {
+      w[i] = malloc(SIZE);
+      if (w[i] == NULL) break;
+      tu_fill(w[i], SIZE, (uint64_t)(N + i));
+      more++;
+    }
+    CHECKF(more == N, "after mlockall: %d of %d blocks of %d bytes served with mprotect refused", more, N, SIZE);
+    munlockall();
+  } else {
+    printf("(mlockall refused, errno %d: the part after it is not run)\n", errno);
+  }
+  for (int i = 0; i < more; i++) {
+    CHECKF(tu_verify(w[i], SIZE, (uint64_t)(N + i)) == 0, "block %d changed", N + i);
+    free(w[i]);
+  }
   for (int i = 0; i < got; i++) {
     CHECKF(tu_verify(v[i], SIZE, (uint64_t)i) == 0, "block %d changed", i);
     free(v[i]);
