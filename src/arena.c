@@ -116,8 +116,9 @@ void hz_arena_close_reserve(void) {
   atomic_store_explicit(&arena_reserve_closed, true, memory_order_seq_cst);
   for (uint32_t i = 0; i < HZ_ARENAS_MAX; i++) {
     hz_arena_t *a = &hz_arenas[i];
+    if (a->lost) continue; /* (its lock may be held for good: a forked child) */
     hz_lock(&a->lock);
-    if (!a->lost && !a->region_closed && a->region_end > a->region_next) {
+    if (!a->region_closed && a->region_end > a->region_next) {
       hz_os_unmap((void *)a->region_next, a->region_end - a->region_next);
       a->reserved_bytes -= a->region_end - a->region_next;
       a->region_end = a->region_next;
