@@ -121,7 +121,12 @@ int hz_profile_dump(const char *path);
 
 /* Bytes of a class are blocks times block_size: allocated = mallocs *
  * block_size (bytes handed out since the start), live = live * block_size,
- * peak live = peak * block_size (the report and the JSON show all three). */
+ * peak live = peak * block_size (the report and the JSON show all three).
+ * (The checked build's block_size is what the program may use: the totals,
+ * bytes_in_use among them, also count the 8-byte canary after each block.)
+ * Read while other threads run, mallocs never goes back; frees and live
+ * come from a second read (the blocks the spans hold) and may be off, in
+ * either direction, by what those threads did between the two. */
 typedef struct hz_class_stats_s {
   size_t block_size;     /* 0 for unused rows */
   uint64_t live;         /* blocks allocated now */

@@ -354,7 +354,7 @@ static void purge_locked(hz_arena_t *a, bool force) {
   }
 }
 
-void hz_arena_free_span(hz_span_t *s) {
+void hz_arena_free_span(hz_span_t *s, bool purge_now) {
   hz_segment_t *seg = hz_segment_of((void *)s->start);
   hz_arena_t *a = &hz_arenas[seg->arena];
   hz_mask_t run = mask_run(s->slice_index, s->slice_count);
@@ -364,10 +364,20 @@ void hz_arena_free_span(hz_span_t *s) {
   if (a->lost) return;
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   uint64_t now = hz_os_now_ms();
+  if (purge_now) { /* (the span is no one's: its pages go back before the lock is taken) */
+    hz_os_purge((char *)seg + s->slice_index * HZ_SLICE_SIZE, s->slice_count * HZ_SLICE_SIZE);
+    hz_stats_commit(-(int64_t)(s->slice_count * HZ_SLICE_SIZE));
+  }
   hz_lock(&a->lock);
   mask_put(seg->free_mask, mask_get(seg->free_mask) | run);
-  mask_put(seg->dirty_mask, mask_get(seg->dirty_mask) | run);
   seg->free_slices += s->slice_count;
+  if (purge_now) {
+    a->free_clean_slices += s->slice_count;
+    segment_purge_spans(seg);
+    hz_unlock(&a->lock);
+    return;
+  }
+  mask_put(seg->dirty_mask, mask_get(seg->dirty_mask) | run);
   seg->freed_at = now;
   a->dirty_slices += s->slice_count;
   if (delay == 0) purge_locked(a, true);

@@ -425,7 +425,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
   if (HZ_CHECKED && s != NULL && !span_protected(s, false)) {
-    hz_arena_free_span(s); /* closed, as a span the quarantine lets go */
+    hz_arena_free_span(s, false); /* closed, as a span the quarantine lets go */
     return NULL;
   }
   return s;
@@ -481,7 +481,7 @@ static void quarantine_flush(hz_heap_t *h) {
     if (b != NULL) quarantine_release(h, b);
   }
   for (uint32_t i = 0; i < HZ_QUARANTINE_LARGE; i++) {
-    if (h->quarantine_large[i] != NULL) hz_arena_free_span(h->quarantine_large[i]);
+    if (h->quarantine_large[i] != NULL) hz_arena_free_span(h->quarantine_large[i], false);
     h->quarantine_large[i] = NULL;
   }
 }
@@ -494,7 +494,7 @@ static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
   hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
   h->quarantine_large[h->quarantine_large_pos] = s;
   h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;
-  if (old != NULL) hz_arena_free_span(old);
+  if (old != NULL) hz_arena_free_span(old, false);
   return true;
 }
 #else
@@ -512,6 +512,13 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   s->trimmed = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
   if (large && quarantine_large(h, s)) return;
+  /* A program that lowered mmap_threshold asks for blocks above it to go
+   * back to the OS at their free (alloc.c, goes_huge). */
+  size_t threshold = (size_t)hz_opt(HZ_OPTION_MMAP_THRESHOLD);
+  if (large && threshold < HZ_LARGE_MAX && s->block_size > threshold) {
+    hz_arena_free_span(s, true);
+    return;
+  }
   size_t n = s->slice_count;
   size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
   if (may_cache && n <= HZ_LARGE_MAX_SLICES) {
@@ -526,7 +533,7 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
       return;
     }
   }
-  hz_arena_free_span(s);
+  hz_arena_free_span(s, false);
 }
 
 /* A listed small span has no block out. Keep one such span per class (a
@@ -717,7 +724,7 @@ static void cache_take_expired(hz_heap_t *h, bool all, hz_span_t **out) {
 static void spans_free(hz_span_t *s) {
   for (hz_span_t *next; s != NULL; s = next) {
     next = s->next;
-    hz_arena_free_span(s);
+    hz_arena_free_span(s, false);
   }
 }
 

@@ -372,6 +372,7 @@ typedef struct hz_heap_counters_s {
   uint64_t span_blocks_peak[HZ_NCLASS];
   int64_t large_bytes;                   /* large bytes allocated here minus freed here */
   uint64_t large_bytes_allocated;        /* large bytes allocated here, ever */
+  uint32_t restarts;                     /* odd while a countdown restarts (hz_heap_count_restart) */
 } hz_heap_counters_t;
 
 typedef struct hz_heap_s {
@@ -536,7 +537,7 @@ void hz_options_print(FILE *out); /* one line: name=value ... */
 void hz_arena_init(void);
 uint32_t hz_arena_pick(uint32_t heap_index);
 hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices);
-void hz_arena_free_span(hz_span_t *s);
+void hz_arena_free_span(hz_span_t *s, bool purge_now); /* purge_now: its pages go back at once */
 void hz_arena_purge(bool force);
 bool hz_arena_dirty(void);       /* free slices wait for their purge */
 void hz_arena_fork_child(void);
@@ -621,6 +622,19 @@ bool hz_trim_span_pages(hz_span_t *s, hz_block_t *head);
 #else
 #define hz_heap_busy_set(h, v, order) ((h)->busy = (v))
 #endif
+/* The countdown of class c restarts at k, the class's malloc count kept.
+ * Statistics read malloc[c] - sample_left[c] from other threads while this
+ * one runs (stats.c): a restart changes both, so it is bracketed by an odd
+ * count, as a seqlock (a read across one found a fresh heap's count
+ * 2^64 - 45,536). The fast path only counts sample_left down: no fence. */
+static inline void hz_heap_count_restart(hz_heap_t *h, uint32_t c, int64_t k) {
+  __atomic_store_n(&h->n.restarts, h->n.restarts + 1, __ATOMIC_RELAXED);
+  atomic_thread_fence(memory_order_release);
+  __atomic_store_n(&h->n.malloc[c], h->n.malloc[c] + (uint64_t)(k - h->n.sample_left[c]), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->n.sample_left[c], k, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->n.restarts, h->n.restarts + 1, __ATOMIC_RELEASE);
+}
+
 static inline void hz_heap_enter(hz_heap_t *h) {
   hz_heap_busy_set(h, h->busy + 1, __ATOMIC_RELAXED);
   hz_store_fence();

@@ -134,15 +134,10 @@ static int64_t prof_gap(size_t s, long rate) {
   return g >= 0x1p62 ? (int64_t)1 << 62 : (int64_t)g;
 }
 
-/* The countdown of class c restarts at k; the malloc count is kept. */
-static void prof_set_left(hz_heap_t *h, uint32_t c, int64_t k) {
-  h->n.malloc[c] += (uint64_t)(k - h->n.sample_left[c]);
-  h->n.sample_left[c] = k;
-}
 
 void hz_profile_arm(hz_heap_t *h) {
   long rate = hz_profile_rate();
-  for (uint32_t c = 0; c < HZ_NCLASS; c++) prof_set_left(h, c, prof_gap(hz_class_size(c), rate));
+  for (uint32_t c = 0; c < HZ_NCLASS; c++) hz_heap_count_restart(h, c, prof_gap(hz_class_size(c), rate));
   h->sample_rate = rate;
 }
 
@@ -301,7 +296,7 @@ void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
    * counted down already (restarting here read medium classes, refilled
    * every 8 blocks, 4-7% low at a 64 KiB rate). Below 0, the next malloc
    * samples again. */
-  prof_set_left(h, c, prof_gap(bs, rate) + h->n.sample_left[c] + 1);
+  hz_heap_count_restart(h, c, prof_gap(bs, rate) + h->n.sample_left[c] + 1);
   if (prof_busy) return prof_unsampled(b, c, request);
   bool zeroed;
   void *q = prof_sample_alloc(request ? request : 1, 1, prof_one_minus_exp_neg((double)bs / (double)rate), &zeroed);

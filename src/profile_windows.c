@@ -20,9 +20,7 @@ void hz_profile_option_changed(void) {
  * malloc[c] - sample_left[c]) and hand the block out as it is. */
 void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
   uint32_t cls = hz_span_of(b)->cls;
-  const int64_t k = 65536;
-  h->n.malloc[cls] += (uint64_t)(k - h->n.sample_left[cls]);
-  h->n.sample_left[cls] = k;
+  hz_heap_count_restart(h, cls, 65536);
 #if HZ_CHECKED
   hz_checked_on_alloc(b, hz_class_size(cls), request);
 #endif

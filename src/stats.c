@@ -112,6 +112,20 @@ static void stats_get_usage(hz_stats_t *out) {
   out->bytes_committed_peak = atomic_load_explicit(&hz_committed_peak, memory_order_relaxed);
 }
 
+/* A heap's small mallocs by class, read while its thread may run: again
+ * if a countdown restarted meanwhile (hz_heap_count_restart). Between
+ * restarts each only grows, so a read never goes back. */
+static void heap_mallocs(const hz_heap_t *h, uint64_t out[HZ_NCLASS]) {
+  for (int tries = 0; tries < 1000; tries++) {
+    uint32_t before = __atomic_load_n(&h->n.restarts, __ATOMIC_ACQUIRE);
+    for (int c = 0; c < HZ_NCLASS; c++)
+      out[c] = __atomic_load_n(&h->n.malloc[c], __ATOMIC_RELAXED) -
+               (uint64_t)__atomic_load_n(&h->n.sample_left[c], __ATOMIC_RELAXED);
+    atomic_thread_fence(memory_order_acquire);
+    if (!(before & 1) && __atomic_load_n(&h->n.restarts, __ATOMIC_RELAXED) == before) return;
+  }
+}
+
 static int stats_get(hz_stats_t *out) {
   hz_init();
   memset(out, 0, sizeof *out);
@@ -130,8 +144,10 @@ static int stats_get(hz_stats_t *out) {
   }
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all) {
     out->thread_count += h->live;
+    uint64_t mallocs[HZ_NCLASS];
+    heap_mallocs(h, mallocs);
     for (int c = 0; c < HZ_NCLASS; c++) {
-      cs[c].mallocs += h->n.malloc[c] - (uint64_t)h->n.sample_left[c];
+      cs[c].mallocs += mallocs[c];
       cs[c].remote_frees += h->n.remote_free[c];
       back[c] += h->n.remote_back[c];
 #if HZ_CHECKED

@@ -125,12 +125,30 @@ static void test_mallopt(void) {
   CHECK(hz_option_get(HZ_OPTION_MMAP_THRESHOLD) == 128 * 1024);
   CHECKF(hz_option_get(HZ_OPTION_HUGE_CACHE) == 0, "M_MMAP_THRESHOLD lowered: huge_cache %ld, want 0 (glibc "
          "unmaps mapped blocks at their free)", hz_option_get(HZ_OPTION_HUGE_CACHE));
+  /* Blocks above a lowered threshold give their pages back at their free,
+   * and are not mapped one by one: each mapping took a 4 MiB window of
+   * address space (and of the commit charge), 2,000 blocks 8 GB. */
+  enum { NBIG = 2000 };
+  static char *bigs[NBIG];
   uint64_t h0 = huge_allocs();
-  void *big = malloc(200 * 1024), *below = malloc(100 * 1024);
-  CHECKF(huge_allocs() == h0 + 1, "M_MMAP_THRESHOLD=128K: 200 KiB and 100 KiB blocks made %llu "
-         "huge (mapped) blocks, want 1", (unsigned long long)(huge_allocs() - h0));
-  free(big);
-  free(below);
+  long vm0 = tu_statm_mib_quiet(1);
+  for (int i = 0; i < NBIG; i++) {
+    bigs[i] = malloc(200 * 1024);
+    CHECK(bigs[i] != NULL);
+    if (bigs[i] != NULL) memset(bigs[i], i, 200 * 1024);
+  }
+  long vm1 = tu_statm_mib_quiet(1);
+  CHECKF(vm0 < 0 || vm1 - vm0 < NBIG * 400 / 1024, "M_MMAP_THRESHOLD=128K: %d blocks of 200 KiB took %ld MiB "
+         "of address space", NBIG, vm1 - vm0);
+  CHECKF(huge_allocs() == h0, "M_MMAP_THRESHOLD=128K: %llu blocks of 200 KiB mapped one by one",
+         (unsigned long long)(huge_allocs() - h0));
+  hz_stats_t st0 = {.size = sizeof st0}, st1 = {.size = sizeof st1};
+  CHECK(hz_stats_get(&st0) == 0);
+  for (int i = 0; i < NBIG; i++) free(bigs[i]);
+  CHECK(hz_stats_get(&st1) == 0);
+  CHECKF(st0.bytes_committed - st1.bytes_committed >= (uint64_t)NBIG * 200 * 1024,
+         "M_MMAP_THRESHOLD=128K: freeing %d blocks of 200 KiB gave back %lld KiB at once, want all",
+         NBIG, ((long long)st0.bytes_committed - (long long)st1.bytes_committed) >> 10);
   hz_option_set(HZ_OPTION_HUGE_CACHE, 256);
   CHECK(mallopt(M_MMAP_THRESHOLD, 64 * 1024 * 1024) == 1); /* clamped to what a span holds */
   CHECK(hz_option_get(HZ_OPTION_MMAP_THRESHOLD) == 2 * 1024 * 1024);

@@ -372,6 +372,55 @@ static void test_snapshot_mix(void) {
   for (int i = 0; i < 1024; i++) free(atomic_exchange(&mix_ring[i], NULL));
 }
 
+/* A class's mallocs never go back, read while threads allocate: they are
+ * a count minus a countdown (sample_left) that restarts every 65,536 mallocs
+ * of a class, or at each sampled one while the profiler runs, and a read
+ * across a restart counted one without the other (2^64 - 45,536 once, in
+ * an outside user's run; a step back of up to a gap). The profiler, on at
+ * a rate that samples about every 1,000th 48-byte block, makes restarts
+ * frequent; each sampled malloc is then counted as a large one instead (a
+ * step back of one while it is made), so steps of up to 8 are allowed. */
+static void *mono_worker(void *arg) {
+  (void)arg;
+  void *p[64] = {0};
+  for (unsigned i = 0; !atomic_load(&snap_done); i++) {
+    free(p[i % 64]);
+    p[i % 64] = malloc(48);
+  }
+  for (int k = 0; k < 64; k++) free(p[k]);
+  return NULL;
+}
+
+static void test_snapshot_monotonic(void) {
+  long rate = hz_option_get(HZ_OPTION_PROFILE_RATE), on = hz_option_get(HZ_OPTION_PROFILE);
+  CHECK(hz_option_set(HZ_OPTION_PROFILE_RATE, 48 * 1000) == 0 && hz_option_set(HZ_OPTION_PROFILE, 1) == 0);
+  enum { WORKERS = 2 };
+  pthread_t w[WORKERS];
+  atomic_store(&snap_done, 0);
+  for (int i = 0; i < WORKERS; i++)
+    if (!CHECK(pthread_create(&w[i], NULL, mono_worker, NULL) == 0)) return;
+  static uint64_t last[HZ_STATS_MAX_CLASSES];
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int bad = 0, reads = 0;
+  for (double dt = 0; dt < 1.5 && !bad; reads++) {
+    hz_stats_t s = get();
+    for (uint32_t c = 0; c < s.class_count && !bad; c++) {
+      uint64_t m = s.classes[c].mallocs;
+      bad = !CHECKF(m + 8 >= last[c] && m < ((uint64_t)1 << 40),
+                    "read %d, %llu-byte class: mallocs %llu after %llu", reads,
+                    (unsigned long long)s.classes[c].block_size, (unsigned long long)m, (unsigned long long)last[c]);
+      if (m > last[c]) last[c] = m;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    dt = (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9;
+  }
+  atomic_store(&snap_done, 1);
+  for (int i = 0; i < WORKERS; i++) pthread_join(w[i], NULL);
+  hz_option_set(HZ_OPTION_PROFILE, on);
+  hz_option_set(HZ_OPTION_PROFILE_RATE, rate);
+}
+
 static void test_snapshot(void) {
   pthread_t prod[2], cons[2];
   atomic_store(&snap_done, 0);
@@ -471,6 +520,7 @@ TEST_MAIN() {
   test_remote_counts();
   test_snapshot();
   test_snapshot_mix();
+  test_snapshot_monotonic();
 #ifndef _WIN32
   test_rss();
 #endif
