@@ -513,6 +513,7 @@ void hz_os_thread_name(const char *name);
 const void *hz_os_map_file(const char *path, size_t *size); /* read-only; NULL on failure */
 void hz_os_unmap_file(const void *p, size_t size); /* (not counted as memory returned) */
 bool hz_os_cwd(char *buf, size_t size);
+const char *hz_os_exe_path(void); /* the main program's file; NULL if unknown */
 void hz_os_close(int fd);
 /* Cancellation off around file calls made inside the allocator (open,
  * read, write, close and stdio are cancellation points): begin returns the

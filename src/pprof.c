@@ -144,7 +144,8 @@ static uint32_t pp_obj_of(pp_syms_t *sy, uintptr_t pc) {
   o->key = lm;
   o->bias = lm->l_addr;
   o->lo = UINTPTR_MAX;
-  o->path = lm->l_name[0] ? lm->l_name : info.dli_fname ? info.dli_fname : "?";
+  const char *exe = lm->l_name[0] ? NULL : hz_os_exe_path();
+  o->path = lm->l_name[0] ? lm->l_name : exe ? exe : info.dli_fname ? info.dli_fname : "?";
   elf_load(o, lm->l_name[0] ? lm->l_name : "/proc/self/exe");
   return (uint32_t)sy->nobj++;
 }

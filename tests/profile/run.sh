@@ -32,6 +32,12 @@ found=$(grep -o '[a-z_]*_site[a-z_]*' "$tmp/leaks.err" | sort -u | tr '\n' ' ')
 [ "$found" = "leak_site_one leak_site_two " ] ||
   fail "the leak report names '$found', want exactly 'leak_site_one leak_site_two '"
 ls "$tmp"/hakozuna-*.pb.gz >/dev/null 2>&1 && fail "HAKOZUNA_LEAKS=1 alone wrote a profile"
+# The main program is named by its file, not by argv[0], which a program
+# that sets its title rewrites (redis-server showed as "redis-server *:6379").
+(cd "$tmp" && run HAKOZUNA_LEAKS=1 "$prog" leaks retitle) 2>"$tmp/retitle.err" || fail "profile leaks retitle failed"
+grep "leak_site_one" "$tmp/retitle.err" | grep -q "($(readlink -f "$prog"))" ||
+  fail "the leak report does not name the program by its file: $(grep leak_site_one "$tmp/retitle.err" | head -n 2)"
+grep -q "TTTT" "$tmp/retitle.err" && fail "the leak report names the program by its rewritten argv[0]"
 # ... and to the program's output hook (hz_set_output) when it has one.
 (cd "$tmp" && run HAKOZUNA_LEAKS=1 "$prog" leaks-hooked "$tmp") 2>"$tmp/leaks-hooked.err" || fail "profile leaks-hooked failed"
 grep -q "SAMPLED leak report" "$tmp/hook.txt" || fail "the output hook got no leak report: $(head -c 400 "$tmp/hook.txt")"
