@@ -107,64 +107,73 @@ extern char **environ;
 static bool hz_options_env_seen;
 static void options_read(void);
 
+static char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
+
+/* The option whose name, in capitals, is name[0..len), or -1. */
+static int option_named(const char *name, size_t len) {
+  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
+    const char *o = hz_option_table[i].name;
+    size_t k = 0;
+    while (k < len && o[k] != 0 && ascii_upper(o[k]) == name[k]) k++;
+    if (k == len && o[k] == 0) return i;
+  }
+  return -1;
+}
+
 /* HAKOZUNA_<NAME> variables that name no option: most likely a typo (the
  * option then silently keeps its default), so say so. */
-static void hz_options_warn_unknown(void) {
-  static const char prefix[] = "HAKOZUNA_";
-  for (char **e = environ; *e != NULL; e++) {
-    if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
-    const char *name = *e + sizeof prefix - 1, *eq = strchr(name, '=');
-    size_t len = eq ? (size_t)(eq - name) : strlen(name);
-    bool known = false;
-    for (int i = 0; i < HZ_OPTION_COUNT && !known; i++) {
-      const char *o = hz_option_table[i].name;
-      known = strlen(o) == len;
-      for (size_t k = 0; known && k < len; k++) known = toupper((unsigned char)o[k]) == name[k];
-    }
-    if (known) continue;
-    char names[256];
-    size_t n = 0;
-    for (int i = 0; i < HZ_OPTION_COUNT && n < sizeof names; i++)
-      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", hz_option_table[i].name);
-    hz_warning("unknown option %.*s ignored (the options are %s)", (int)(len + sizeof prefix - 1), *e, names);
-  }
+static void option_unknown(const char *var, size_t len) {
+  char names[256];
+  size_t n = 0;
+  for (int i = 0; i < HZ_OPTION_COUNT && n < sizeof names; i++)
+    n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", hz_option_table[i].name);
+  hz_warning("unknown option %.*s ignored (the options are %s)", (int)len, var, names);
+}
+
+static void option_apply(int i, const char *var, size_t len, const char *v) {
+  const hz_option_desc_t *d = &hz_option_table[i];
+  long x;
+  if (hz_option_is_string(i)) {
+    if (!hz_option_store_string(i, v)) hz_warning("%.*s is longer than %d bytes; ignored", (int)len, var, HZ_OPTION_STR_MAX - 1);
+  } else if (hz_option_parse(d, v, &x))
+    hz_options[i] = x;
+  else
+    hz_warning("%.*s=\"%s\" is not valid (expected %ld..%ld %s); keeping the default %ld", (int)len, var, v, d->min,
+               d->max, d->unit, d->def);
 }
 
 /* Once, by start-up or by whoever needs an option first (a misuse report,
  * hz_option_get), possibly before libc has set environ (an allocation from a
- * .preinit_array function); hz_options_late_init reads it again then. The
- * defaults are in place before getenv, which a preloaded library may have
- * replaced with one that allocates. */
+ * .preinit_array function); hz_options_late_init reads it again then. */
 void hz_options_init(void) {
   static _Atomic bool claimed;
   if (atomic_load_explicit(&claimed, memory_order_relaxed) || atomic_exchange(&claimed, true)) return;
   options_read();
 }
 
+/* One pass over environ, not getenv and toupper per option: a preloaded
+ * getenv may allocate, and those two calls were the only reason a small
+ * program mapped two more 64 KiB windows of libc (128 KiB of RSS for
+ * /bin/true: docs/perf.md §50). As getenv, the first of two entries wins. */
 static void options_read(void) {
+  static const char prefix[] = "HAKOZUNA_";
   int errno_saved = errno;
+  bool seen[HZ_OPTION_COUNT] = {false};
   hz_options_env_seen = environ != NULL;
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     hz_options[i] = hz_option_is_string(i) ? hz_option_table[i].sdef[0] != 0 : hz_option_table[i].def;
     hz_option_str_set[i] = false;
   }
-  if (environ != NULL) hz_options_warn_unknown();
-  for (int i = 0; i < HZ_OPTION_COUNT; i++) {
-    const hz_option_desc_t *d = &hz_option_table[i];
-    char env[64] = "HAKOZUNA_";
-    size_t n = strlen(env);
-    for (const char *c = d->name; *c && n < sizeof env - 1; c++) env[n++] = (char)toupper((unsigned char)*c);
-    env[n] = 0;
-    const char *v = getenv(env);
-    if (v == NULL) continue;
-    long x;
-    if (hz_option_is_string(i)) {
-      if (!hz_option_store_string(i, v)) hz_warning("%s is longer than %d bytes; ignored", env, HZ_OPTION_STR_MAX - 1);
-    } else if (hz_option_parse(d, v, &x))
-      hz_options[i] = x;
-    else
-      hz_warning("%s=\"%s\" is not valid (expected %ld..%ld %s); keeping the default %ld", env, v, d->min, d->max,
-                 d->unit, d->def);
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
+    const char *name = *e + sizeof prefix - 1, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name), var_len = len + sizeof prefix - 1;
+    int i = option_named(name, len);
+    if (i < 0) option_unknown(*e, var_len);
+    else if (eq != NULL && !seen[i]) {
+      seen[i] = true;
+      option_apply(i, *e, var_len, eq + 1);
+    }
   }
   errno = errno_saved;
 }
@@ -246,7 +255,7 @@ HZ_EXPORT void hz_options_markdown(FILE *out) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     const hz_option_desc_t *d = &hz_option_table[i];
     fprintf(out, "| `HAKOZUNA_");
-    for (const char *c = d->name; *c; c++) fputc(toupper((unsigned char)*c), out);
+    for (const char *c = d->name; *c; c++) fputc(ascii_upper(*c), out);
     if (d->sdef)
       fprintf(out, "` | \"%s\" | %s | %s |\n", d->sdef, d->unit, d->description);
     else
