@@ -35,7 +35,7 @@ TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/options/libnothreads.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
-                 options/options options/stats stats/report profile/profile profile/profile-checked \
+                 options/options options/options-static options/stats stats/report profile/profile profile/profile-checked \
                  link/link-shared \
                  link/link-archive link/link-object link/link-static \
                  init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect \
@@ -128,5 +128,10 @@ $(TEST_DIR)/link/link-object: tests/link/link.c $(TEST_HDRS) $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< $(LIB_OBJ) -o $@
 $(TEST_DIR)/link/link-static: tests/link/link.c $(TEST_HDRS) $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -static $< $(LIB_OBJ) -o $@
+# options/secure makes a copy of it set-user-ID: linked whole, as a
+# set-user-ID program gets no LD_PRELOAD or $ORIGIN-relative library path.
+$(TEST_DIR)/options/options-static: tests/options/options.c $(TEST_HDRS) $(LIB_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -static $< $(LIB_OBJ) -o $@

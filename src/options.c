@@ -164,7 +164,11 @@ static void options_read(void) {
     hz_options[i] = hz_option_is_string(i) ? hz_option_table[i].sdef[0] != 0 : hz_option_table[i].def;
     hz_option_str_set[i] = false;
   }
-  for (char **e = environ; e != NULL && *e != NULL; e++) {
+  /* A set-user-ID program runs with its caller's environment: the options
+   * would let any user make it append to a file of their choosing
+   * (stats_file, profile_file) or go on after a double free (check=0).
+   * As glibc drops its MALLOC_ variables there, all are ignored. */
+  for (char **e = hz_os_secure() ? NULL : environ; e != NULL && *e != NULL; e++) {
     if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
     const char *name = *e + sizeof prefix - 1, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name), var_len = len + sizeof prefix - 1;

@@ -46,6 +46,10 @@ void hz_os_init(void) {
   if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = os_real_page_size = (size_t)ps;
 }
 
+/* A set-user-ID, set-group-ID or capability-gaining program (the kernel's
+ * AT_SECURE): its environment is its caller's, not to be trusted. */
+bool hz_os_secure(void) { return getauxval(AT_SECURE) != 0; }
+
 /* CPUs this process may run on, without allocating (sysconf's CPU count
  * reads /sys with opendir in some glibcs). */
 unsigned hz_os_cpu_count(void) {

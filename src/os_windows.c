@@ -238,6 +238,7 @@ static DWORD WINAPI thread_trampoline(void *arg) {
 
 /* (Windows has no fork and no single-threaded-only calls to keep working.) */
 bool hz_os_single_threaded(void) { return false; }
+bool hz_os_secure(void) { return false; } /* (no set-user-ID programs) */
 
 int hz_os_thread_start(void *(*fn)(void *)) {
   HANDLE t = CreateThread(NULL, 64 * 1024, thread_trampoline, (void *)fn, STACK_SIZE_PARAM_IS_A_RESERVATION, NULL);

@@ -248,6 +248,7 @@ else
   if [ -z "$emulator" ]; then
     t options/env 60 - hakozuna "$root/tests/options/env.sh"
     t options/json 300 - hakozuna "$root/tests/options/json.sh"
+    t options/secure 60 - hakozuna "$root/tests/options/secure.sh"
     t stats/report 120 - hakozuna "$root/tests/stats/report.sh"
     t profile/profile 300 - hakozuna "$root/tests/profile/run.sh"
     t "profile/profile [checked]" 300 - hakozuna-checked "$root/tests/profile/run.sh" "$B/profile/profile-checked"

@@ -27,6 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
+#ifdef __linux__
+#include <sys/auxv.h>
+#endif
 
 static int by_name(const char *name) {
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
@@ -210,6 +213,12 @@ TEST_MAIN() {
     printf("%ld\n", hz_option_get((hz_option_t)o));
     return 0;
   }
+#ifdef __linux__
+  if (argc == 2 && strcmp(argv[1], "secure") == 0) { /* (options/secure: did the kernel see set-user-ID?) */
+    printf("%lu\n", getauxval(AT_SECURE));
+    return 0;
+  }
+#endif
   if (argc == 2 && strcmp(argv[1], "names") == 0) {
     for (int i = 0; i < HZ_OPTION_COUNT; i++) printf("%s\n", hz_option_name((hz_option_t)i));
     return 0;
