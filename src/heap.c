@@ -18,7 +18,6 @@
 hz_span_t hz_span_empty;
 #define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
 hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
-static hz_heap_t hz_heap_dead = { .cur = HZ_EMPTY_CUR }; /* after thread exit */
 #ifndef _WIN32 /* Windows: os_windows.c */
 __thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
 #endif
@@ -95,7 +94,7 @@ void hz_thread_key_init(void) {
   }
   atomic_store_explicit(&hz_heap_key_ready, true, memory_order_release);
   hz_heap_t *h = hz_tls_heap;
-  if (h != &hz_heap_empty && h != &hz_heap_dead) hz_os_thread_key_set(hz_heap_key, h);
+  if (h != &hz_heap_empty) hz_os_thread_key_set(hz_heap_key, h);
 }
 
 /* Heaps are never unmapped (they are recycled), so they come from a bump
@@ -144,7 +143,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
 
 hz_heap_t *hz_heap_get(void) {
   hz_heap_t *h = hz_tls_heap;
-  if (hz_unlikely(h == &hz_heap_empty || h == &hz_heap_dead)) h = heap_setup();
+  if (hz_unlikely(h == &hz_heap_empty)) h = heap_setup();
   return h;
 }
 
@@ -645,7 +644,7 @@ static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
 }
 
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c, size_t request) {
-  if (h == &hz_heap_empty || h == &hz_heap_dead) {
+  if (h == &hz_heap_empty) {
     if ((h = heap_setup()) == NULL) goto oom;
   }
   hz_heap_enter(h);
@@ -873,7 +872,7 @@ void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true, fo
  * to the pool first. */
 void hz_heap_collect_own(void) {
   hz_heap_t *h = hz_tls_heap;
-  if (h != &hz_heap_empty && h != &hz_heap_dead && h->live) hz_heap_collect(h, true);
+  if (h != &hz_heap_empty && h->live) hz_heap_collect(h, true);
 }
 
 /* malloc_trim: a forced collect, but its walk of the partly used spans'
@@ -907,7 +906,7 @@ void hz_heap_abandon(hz_heap_t *h) {
 static void heap_key_destructor(void *arg) {
   hz_heap_t *h = arg;
   if (h == NULL || h != hz_tls_heap || hz_os_process_ending()) return;
-  hz_tls_heap = &hz_heap_dead;
+  hz_tls_heap = &hz_heap_empty; /* (a later malloc of this thread, in another destructor, takes a heap again) */
   hz_heap_abandon(h);
   /* A safe point (no lock held, nothing half changed), and often the last
    * call of a thread that freed other threads' blocks: their owners may
@@ -926,7 +925,7 @@ void hz_heaps_collect_abandoned(void) {
 
 HZ_EXPORT void hz_thread_done(void) {
   hz_heap_t *h = hz_tls_heap;
-  if (h == &hz_heap_empty || h == &hz_heap_dead) return;
+  if (h == &hz_heap_empty) return;
   hz_tls_heap = &hz_heap_empty;
   if (atomic_load_explicit(&hz_heap_key_ready, memory_order_acquire)) hz_os_thread_key_set(hz_heap_key, NULL);
   hz_heap_abandon(h);
