@@ -132,6 +132,7 @@ $(TEST_DIR)/link/link-static: tests/link/link.c $(TEST_HDRS) $(LIB_OBJ)
 	$(CC) $(TEST_CFLAGS) -static $< $(LIB_OBJ) -o $@
 # options/secure makes a copy of it set-user-ID: linked whole, as a
 # set-user-ID program gets no LD_PRELOAD or $ORIGIN-relative library path.
+# ($(CFLAGS): the UBSan build's object needs its runtime, linked in too.)
 $(TEST_DIR)/options/options-static: tests/options/options.c $(TEST_HDRS) $(LIB_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -static $< $(LIB_OBJ) -o $@
+	$(CC) $(TEST_CFLAGS) $(CFLAGS) -static $< $(LIB_OBJ) -o $@

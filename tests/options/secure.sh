@@ -12,6 +12,7 @@
 . "$(dirname "$0")/../lib.sh"
 skip() { echo "SKIP: $*"; exit 77; }
 prog=$TEST_BIN/options/options-static
+[ -x "$prog" ] || { fail "$prog is not built (make test-build)"; finish; }
 [ "$(id -u)" = 0 ] || skip "needs root to make a set-user-ID copy and run it as nobody"
 command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
 nobody=$(id -u nobody 2>/dev/null) || skip "no user nobody"
