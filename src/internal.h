@@ -75,13 +75,32 @@
 #define HZ_SLICE_SHIFT 15
 #define HZ_SLICE_SIZE ((size_t)1 << HZ_SLICE_SHIFT)
 #define HZ_SLICES (HZ_SEG_SIZE / HZ_SLICE_SIZE)
-/* The segment map covers the user address space, one byte a segment: 47 bits
- * on x86-64; 48 on arm64, whose kernels hand out addresses just below 2^48
- * (the map is zero pages until segments are made: 64 MiB of address space). */
+/* On x86-64 Linux the segment map covers the first 2^44 bytes (16 TiB) of
+ * the address space, one byte a segment: 4 MiB of zero pages until
+ * segments are made. Segments and huge blocks are mapped there (os.c,
+ * os_map_window). Elsewhere the map covers the whole user address space:
+ * 47 bits, 48 on arm64, whose kernels hand out addresses just below 2^48
+ * (qemu-user, which runs the arm64 tests, stopped granting the window's
+ * addresses after some hundred mappings, answering elsewhere); Windows
+ * places memory itself; the sanitizers keep their shadow memory in the
+ * window (ThreadSanitizer refuses a mapping there). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define HZ_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define HZ_SANITIZED 1
+#endif
+#endif
+#if !defined(__x86_64__) || defined(_WIN32) || defined(HZ_SANITIZED)
+#define HZ_MAP_WINDOW 0
 #if defined(__aarch64__)
 #define HZ_VA_BITS 48
 #else
 #define HZ_VA_BITS 47
+#endif
+#else
+#define HZ_MAP_WINDOW 1
+#define HZ_VA_BITS 44
 #endif
 #define HZ_SEGMAP_LEN ((size_t)1 << (HZ_VA_BITS - HZ_SEG_SHIFT))
 
@@ -480,6 +499,7 @@ int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows
 /* (hz_os_readonly(p, size, false) maps the range again where mprotect fails: only what nothing wrote yet) */
 long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
 bool hz_os_overcommit_strict(void); /* vm.overcommit_memory is 2: writable mappings are charged whole */
+bool hz_os_address_space_limited(void); /* RLIMIT_AS is set (ulimit -v) */
 int hz_os_mlockall(int flags);      /* the system call (-1 and errno on failure) */
 long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);

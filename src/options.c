@@ -33,7 +33,8 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                               "1 once the program has started a thread of its own, 2 also in single-threaded programs"},
   [HZ_OPTION_THP] = {"thp", 0, 0, 1, "bool", "let the kernel back segments with transparent huge pages"},
   [HZ_OPTION_ARENA_RESERVE] = {"arena_reserve", 64, 4, 1048576, "MiB",
-                               "address space reserved per OS request for segments"},
+                               "most address space one OS request for segments reserves "
+                               "(the first takes 4 MiB, each next twice the last)"},
   [HZ_OPTION_THREAD_CACHE] = {"thread_cache", 4096, 0, 1048576, "KiB", "empty spans each thread keeps for reuse"},
   [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (above 2 MiB) kept mapped for reuse"},
   [HZ_OPTION_CHECK] = {"check", 1, 0, 1, "level",

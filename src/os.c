@@ -72,9 +72,8 @@ static void os_unmap(void *p, size_t size) {
 
 /* Map size bytes aligned to align (a power of two >= page size). Over-map and
  * trim, because mmap only promises page alignment. */
-static void *os_map(size_t size, size_t align, int prot, int flags) {
+static void *os_map_anywhere(size_t size, size_t align, int prot, int flags) {
   int errno_saved = errno;
-  flags |= MAP_PRIVATE | MAP_ANONYMOUS;
   size_t extra = align > hz_os_page_size ? align : 0;
   if (size + extra < size) return NULL;
   void *p = mmap(NULL, size + extra, prot, flags, -1, 0);
@@ -89,7 +88,70 @@ static void *os_map(size_t size, size_t align, int prot, int flags) {
     if (tail) os_unmap((void *)(aligned + size), tail);
     p = (void *)aligned;
   }
-  count(&hz_os_stats.bytes_mapped, size);
+  return p;
+}
+
+/* What the segment map describes (segments, huge blocks: align >= a
+ * segment) must lie below 2^HZ_VA_BITS, the part of the address space the
+ * map covers, so that the map takes 4 MiB of address space and not 32 (a
+ * program under `ulimit -v` has that much less). The kernel places mappings
+ * just below the stack, near 2^47: each is asked for at an address of the
+ * window [2^40, 2^44) instead, from 2^43 up, then again from 2^40 once the
+ * cursor passes the end (what was unmapped since is free again). The
+ * address is taken only if free (MAP_FIXED_NOREPLACE; a kernel before 4.17
+ * takes it as a hint and answers elsewhere when it is not). Where the
+ * kernel's own choice is inside the window (arm64 kernels with 39 or 42
+ * address bits refuse the hints, valgrind places its client low), that is
+ * taken, and from then on asked for first. */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#define OS_WINDOW_LO ((uintptr_t)1 << (HZ_VA_BITS - 4))
+#define OS_WINDOW_HI ((uintptr_t)1 << HZ_VA_BITS)
+static _Atomic uintptr_t os_window_next = (uintptr_t)1 << (HZ_VA_BITS - 1);
+static _Atomic bool os_window_native; /* the kernel places mappings inside the window */
+
+static void *os_map_in_window(size_t size, size_t align, int prot, int flags) {
+  void *p = os_map_anywhere(size, align, prot, flags);
+  if (p == NULL || (uintptr_t)p + size <= OS_WINDOW_HI) return p;
+  os_unmap(p, size);
+  return NULL;
+}
+
+static void *os_map_window(size_t size, size_t align, int prot, int flags) {
+  void *got;
+  if (size > OS_WINDOW_HI - OS_WINDOW_LO) return NULL; /* (15 TiB) */
+  if (atomic_load_explicit(&os_window_native, memory_order_relaxed) &&
+      (got = os_map_in_window(size, align, prot, flags)) != NULL)
+    return got;
+  int errno_saved = errno, elsewhere = 0;
+  got = NULL;
+  for (int tries = 0; tries < 64 && got == NULL && elsewhere < 8; tries++) {
+    uintptr_t at = atomic_load_explicit(&os_window_next, memory_order_relaxed), want, end;
+    do {
+      want = (at + align - 1) & ~(uintptr_t)(align - 1);
+      end = want + size;
+      if (end > OS_WINDOW_HI || end < want) want = OS_WINDOW_LO, end = want + size;
+    } while (!atomic_compare_exchange_weak_explicit(&os_window_next, &at, end, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    void *p = mmap((void *)want, size, prot, flags | MAP_FIXED_NOREPLACE, -1, 0);
+    count(&hz_os_stats.mmap_calls, 1);
+    if (p == (void *)want) got = p;
+    else if (p != MAP_FAILED && ((uintptr_t)p & (align - 1)) == 0 && (uintptr_t)p + size <= OS_WINDOW_HI) got = p;
+    else if (p != MAP_FAILED) os_unmap(p, size), elsewhere++; /* (an answer elsewhere: the address was taken) */
+    else if (errno != EEXIST) break;
+  }
+  errno = errno_saved;
+  if (got == NULL && (got = os_map_in_window(size, align, prot, flags)) != NULL)
+    atomic_store_explicit(&os_window_native, true, memory_order_relaxed);
+  return got;
+}
+
+static void *os_map(size_t size, size_t align, int prot, int flags) {
+  flags |= MAP_PRIVATE | MAP_ANONYMOUS;
+  void *p = HZ_MAP_WINDOW && align >= HZ_SEG_SIZE ? os_map_window(size, align, prot, flags)
+                                                 : os_map_anywhere(size, align, prot, flags);
+  if (p != NULL) count(&hz_os_stats.bytes_mapped, size);
   return p;
 }
 
@@ -314,6 +376,14 @@ static long read_count(const char *path, bool lines) {
 }
 long hz_os_map_limit(void) { return read_count("/proc/sys/vm/max_map_count", false); }
 bool hz_os_overcommit_strict(void) { return read_count("/proc/sys/vm/overcommit_memory", false) == 2; }
+bool hz_os_address_space_limited(void) {
+  struct rlimit r;
+  int errno_saved = errno;
+  bool limited = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  return limited;
+}
 int hz_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 /* (/proc/self is the main thread's, empty once it called pthread_exit) */
 long hz_os_map_count(void) {

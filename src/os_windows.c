@@ -166,6 +166,7 @@ void hz_os_write(int fd, const char *s, size_t n) {
 /* (no limit on a process's mappings) */
 long hz_os_map_limit(void) { return -1; }
 bool hz_os_overcommit_strict(void) { return false; }
+bool hz_os_address_space_limited(void) { return false; }
 int hz_os_mlockall(int flags) {
   (void)flags;
   return 0;

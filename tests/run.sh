@@ -138,6 +138,7 @@ if [ $mode = glibc ]; then
   g purge/trim_pages 60 "$B/purge/trim_pages"
   g purge/errno 60 "$B/purge/errno"
   g arena/as_limit 60 "$B/arena/as_limit"
+  g arena/as_budget 60 "$B/arena/as_budget"
   g arena/no_mprotect 60 "$B/arena/no_mprotect"
   g purge/collect 60 "$B/purge/collect"
 elif [ $mode = windows ]; then
@@ -211,6 +212,9 @@ else
   e arena/as_limit "RLIMIT_AS does not bound the emulator's mappings" h arena/as_limit 60 "$B/arena/as_limit"
   e "arena/as_limit [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
     t "arena/as_limit [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_limit"
+  e arena/as_budget "RLIMIT_AS does not bound the emulator's mappings" h arena/as_budget 60 "$B/arena/as_budget"
+  e "arena/as_budget [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
+    t "arena/as_budget [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_budget"
   e arena/mlock_rss "mlockall would lock the emulator's own memory" h arena/mlock_rss 60 "$B/arena/mlock_rss"
   e "arena/mlock_rss [checked]" "mlockall would lock the emulator's own memory" \
     t "arena/mlock_rss [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/mlock_rss"
