@@ -184,7 +184,7 @@ static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, c
 
 
 /* p is in a segment of spans (the segment map said so), s its span. */
-static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
+static hz_always_inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
   uintptr_t a = (uintptr_t)p;
   hz_block_t *b = p;
   if (!HZ_NOCHECK && hz_unlikely(hz_span_refuses(s, a) || hz_block_is_free(s, b))) {
@@ -202,7 +202,11 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
 #endif
     if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
     if (hz_unlikely(hz_span_push(s, b))) {
-      bool large = s->kind == HZ_SPAN_LARGE, own = !s->sample && s->owner_gen == h->adoptions;
+      if (s->kind != HZ_SPAN_LARGE) {
+        hz_heap_free_small_slow(h, s);
+        return;
+      }
+      bool own = !s->sample && s->owner_gen == h->adoptions;
       hz_heap_free_slow(h, s);
       /* Only the free of a large block that this thread allocated may start
        * the purge thread. glibc frees a joined thread's TLS (its vector, a
@@ -212,8 +216,8 @@ static inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
        * thread took over the joined one's heap (tests/threads/join_adopted),
        * and a sampled small block has a large span of its own. Memory that
        * other frees leave waiting is seen at the next malloc slow path. */
-      if (large && own) hz_purge_poll();
-      else if (large) hz_purge_poll_tls_free();
+      if (own) hz_purge_poll();
+      else hz_purge_poll_tls_free();
     }
     return;
   }
@@ -224,7 +228,7 @@ static inline bool in_spans(uintptr_t a) {
   return (a >> HZ_SEG_SHIFT) < HZ_SEGMAP_LEN && hz_segmap_at(a >> HZ_SEG_SHIFT) == HZ_MAP_SPANS;
 }
 
-static inline void dealloc(void *p, const char *fn) {
+static hz_always_inline void dealloc(void *p, const char *fn) {
   uintptr_t a = (uintptr_t)p, i = a >> HZ_SEG_SHIFT;
   if (hz_unlikely(i >= HZ_SEGMAP_LEN || hz_segmap_at(i) != HZ_MAP_SPANS)) {
     free_rare(p, fn);

@@ -29,6 +29,7 @@ static hz_thread_key_t hz_heap_key;
 static _Atomic bool hz_heap_key_ready;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
+static uint16_t hz_class_carve[HZ_NCLASS]; /* blocks a carve puts on the list: a page's worth, at least 1 */
 /* hz_class_of_slow(16 * i), constant so that a thread's very first malloc,
  * before hz_init, already picks the right class (hz_heap_init verifies it).
  * One table for every small size: a second one for sizes over 1 KiB, behind
@@ -69,6 +70,10 @@ void hz_heap_page_size_init(void) {
                hz_os_page_size, hz_os_page_size);
   hz_options[HZ_OPTION_PAGE_SIZE] = (long)hz_os_page_size;
   if (hz_os_page_size > HZ_SLICE_SIZE) hz_span_granule = hz_os_page_size / HZ_SLICE_SIZE;
+  for (uint32_t c = 0; c < HZ_NCLASS; c++) {
+    size_t n = hz_os_page_size / hz_class_size(c);
+    hz_class_carve[c] = (uint16_t)(n < 1 ? 1 : n > UINT16_MAX ? UINT16_MAX : n);
+  }
 }
 
 /* Start-up (init.c): class geometry. */
@@ -172,7 +177,7 @@ static void list_push(hz_heap_t *h, hz_span_t *s) {
   list_listed(s);
 }
 
-static void list_append(hz_heap_t *h, hz_span_t *s) {
+static hz_always_inline void list_append(hz_heap_t *h, hz_span_t *s) {
   class_used(h, s->cls);
   hz_span_t *tail = h->tails[s->cls];
   s->next = NULL;
@@ -183,7 +188,7 @@ static void list_append(hz_heap_t *h, hz_span_t *s) {
   list_listed(s);
 }
 
-static void list_remove(hz_heap_t *h, hz_span_t *s) {
+static inline void list_unlink(hz_heap_t *h, hz_span_t *s) {
   if (s->prev) s->prev->next = s->next;
   else h->lists[s->cls] = s->next;
   if (s->next) s->next->prev = s->prev;
@@ -192,6 +197,9 @@ static void list_remove(hz_heap_t *h, hz_span_t *s) {
   if (!s->unlisted) s->uses -= HZ_UNLISTED_BIAS;
   s->unlisted = 1;
 }
+/* (inlined in refill_quick only: inlined everywhere, large frees took 8
+ * instructions more, docs/perf.md §54) */
+static void list_remove(hz_heap_t *h, hz_span_t *s) { list_unlink(h, s); }
 
 /* ---- spans ---- */
 static void class_blocks_add(hz_heap_t *h, uint32_t c, int64_t n) {
@@ -242,8 +250,7 @@ static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) 
  * footprint small (docs/perf.md §33). */
 static void span_carve(hz_span_t *s) {
   size_t bs = s->block_size;
-  size_t n = s->capacity - s->carved, want = hz_os_page_size / bs;
-  if (want < 1) want = 1;
+  size_t n = s->capacity - s->carved, want = hz_class_carve[s->cls];
   if (n > want) n = want;
   uintptr_t first = s->start + s->carved * bs;
   hz_block_t *next = s->free;
@@ -258,7 +265,10 @@ static void span_carve(hz_span_t *s) {
   }
   s->free = next;
   s->carved += (uint32_t)n;
-  __atomic_store_n(&s->limit, hz_limit(bs, s->carved), __ATOMIC_RELAXED);
+  /* hz_limit, but with the span's reciprocal: a carve comes every few
+   * refills, and its two 64-bit divides (this and the page's worth) cost
+   * more than the rest of it */
+  __atomic_store_n(&s->limit, (uint64_t)s->carved * (bs * s->recip), __ATOMIC_RELAXED);
 }
 
 
@@ -293,7 +303,7 @@ static inline hz_span_t *cache_unlink(hz_heap_t *h, size_t n) {
  * hands out a block now and then kept 256 KiB for a 32 KiB block (16
  * threads passing blocks of up to 300 KB: docs/perf.md §46). Its next
  * spans hold 8 blocks or more: the class is in use. */
-static size_t class_span_slices(const hz_heap_t *h, uint32_t c) {
+static hz_noinline size_t class_span_slices(const hz_heap_t *h, uint32_t c) { /* (rare: inlined, hz_class_size was hoisted onto every refill) */
   size_t bs = hz_class_size(c);
   /* (the checked build's spans start with a guard block) */
   if (bs >= hz_os_page_size && h->n.span_blocks[c] == 0) return ((HZ_CHECKED ? 2 : 1) * bs + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
@@ -538,7 +548,7 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
 /* A listed small span has no block out. Keep one such span per class (a
  * class whose few blocks come and go would otherwise retire and re-create a
  * span over and over); retire the others. */
-static void span_emptied(hz_heap_t *h, hz_span_t *s, bool keep_spare) {
+static hz_noinline void span_emptied(hz_heap_t *h, hz_span_t *s, bool keep_spare) {
   uint32_t c = s->cls;
   if (keep_spare && h->spare[c] == NULL) {
     h->spare[c] = s;
@@ -551,15 +561,16 @@ static void span_emptied(hz_heap_t *h, hz_span_t *s, bool keep_spare) {
 
 /* The current span carries one extra "use" so it never looks empty to the
  * free fast path: a malloc/free ping-pong stays on the fast path. */
+static inline void span_pin(hz_heap_t *h, uint32_t c, hz_span_t *s) {
+  h->cur[c] = s; /* (from the class's list, whose push set its class_used bit) */
+  s->uses++;
+  s->pinned = 1;
+  if (h->spare[c] == s) h->spare[c] = NULL;
+}
 static void heap_set_cur(hz_heap_t *h, uint32_t c, hz_span_t *s) {
   hz_span_t *old = h->cur[c];
-  h->cur[c] = s;
-  if (s != &hz_span_empty) {
-    class_used(h, c);
-    s->uses++;
-    s->pinned = 1;
-    if (h->spare[c] == s) h->spare[c] = NULL;
-  }
+  if (s != &hz_span_empty) span_pin(h, c, s);
+  else h->cur[c] = s;
   if (old != &hz_span_empty) {
     old->uses--;
     old->pinned = 0;
@@ -617,9 +628,44 @@ static inline void *span_pop(hz_heap_t *h, hz_span_t *s, uint32_t c) {
   return b;
 }
 
+/* hz_heap_enter for the quick paths below: false, and nothing entered,
+ * while the idle trim claims the heap (their slow paths wait for it). */
+static inline bool heap_try_enter(hz_heap_t *h) {
+  hz_heap_busy_set(h, h->busy + 1, __ATOMIC_RELAXED);
+  hz_store_fence();
+  if (hz_likely(!atomic_load_explicit(&h->trim, memory_order_acquire))) return true;
+  hz_heap_leave(h);
+  return false;
+}
+
+/* The commonest refills, with nothing else to do first (no remote frees
+ * waiting, none to send, no cache to age, no page trimmed): carve the
+ * current span, or, when it is full, make the next span of the class with
+ * a free block current. No call on this path: the slow path's registers
+ * and calls cost more than the rest of a refill (docs/perf.md §54). */
+static inline void *refill_quick(hz_heap_t *h, uint32_t c) {
+  hz_span_t *s = h->cur[c];
+  if (s == &hz_span_empty || s->free != NULL || s->trimmed || atomic_load_explicit(&h->inbox, memory_order_relaxed) ||
+      h->outbox_used || atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed) != h->cache_looked)
+    return NULL;
+  if (s->carved < s->capacity) {
+    span_carve(s);
+  } else {
+    hz_span_t *next = h->lists[c] != s ? h->lists[c] : s->next;
+    if (next == NULL || next->free == NULL) return NULL;
+    list_unlink(h, s); /* full until a block comes back */
+    s->uses--; /* unpinned: unlisted, so not empty to span_emptied */
+    s->pinned = 0;
+    span_pin(h, c, next);
+    s = next;
+  }
+  h->n.refill[c]++;
+  return span_pop(h, s, c);
+}
+
 /* The current span of class c has no free block: take remote frees, send
  * ours, carve fresh blocks, or move to another span or a new one. */
-static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
+static hz_noinline void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   h->n.refill[c]++;
   cache_age(h);
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
@@ -643,27 +689,37 @@ static void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   }
 }
 
-void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c, size_t request) {
-  if (h == &hz_heap_empty) {
-    if ((h = heap_setup()) == NULL) goto oom;
-  }
+/* A sampling point that fell due here is taken here, as the fast path takes
+ * its own: a class whose mallocs all refill (fresh blocks of a span carved
+ * one at a time, never freed) is sampled too. */
+static inline void *alloc_small_done(hz_heap_t *h, uint32_t c, void *p, size_t request) {
+  if (hz_unlikely(h->n.sample_left[c] < 0)) return hz_profile_small(h, p, request);
+#if HZ_CHECKED
+  hz_checked_on_alloc(p, hz_class_size(c), request);
+#endif
+  (void)request;
+  return p;
+}
+
+static hz_noinline void *alloc_small_slow(hz_heap_t *h, uint32_t c, size_t request) {
+  if (h == &hz_heap_empty && (h = heap_setup()) == NULL) goto oom;
   hz_heap_enter(h);
   void *p = heap_alloc_small(h, c);
   hz_heap_leave(h);
-  if (p) {
-    /* A sampling point that fell due here is taken here, as the fast path
-     * takes its own: a class whose mallocs all refill (fresh blocks of a
-     * span carved one at a time, never freed) is sampled too. */
-    if (hz_unlikely(h->n.sample_left[c] < 0)) return hz_profile_small(h, p, request);
-#if HZ_CHECKED
-    hz_checked_on_alloc(p, hz_class_size(c), request);
-#endif
-    return p;
-  }
+  if (p) return alloc_small_done(h, c, p, request);
 oom:
   hz_verbose("out of memory: no span for %zu-byte blocks", hz_class_size(c));
   errno = ENOMEM;
   return NULL;
+}
+
+void *hz_heap_alloc_small(hz_heap_t *h, uint32_t c, size_t request) {
+  void *p = NULL;
+  if (hz_likely(h != &hz_heap_empty) && heap_try_enter(h)) {
+    p = refill_quick(h, c);
+    hz_heap_leave(h);
+  }
+  return p != NULL ? alloc_small_done(h, c, p, request) : alloc_small_slow(h, c, request);
 }
 
 /* ---- free slow path: a span became empty, or was full ---- */
@@ -689,6 +745,20 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_enter(h);
   span_after_free(h, s, true, false);
   hz_heap_leave(h);
+}
+
+/* hz_heap_free_slow for a small span, the commonest case first and with no
+ * call: a full span has a block back and goes back on its class's list
+ * (docs/perf.md §54). (Large spans do not come here: a test for them in
+ * hz_heap_free_slow cost their frees 10 instructions.) */
+void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s) {
+  if (heap_try_enter(h)) {
+    bool quick = s->unlisted && s->uses != -1 - HZ_UNLISTED_BIAS; /* (not empty then) */
+    if (quick) list_append(h, s);
+    hz_heap_leave(h);
+    if (quick) return;
+  }
+  hz_heap_free_slow(h, s);
 }
 
 /* A block freed by another thread reaches its owner (remote.c). */

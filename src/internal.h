@@ -47,6 +47,8 @@
 #define hz_likely(x) __builtin_expect(!!(x), 1)
 #define hz_unlikely(x) __builtin_expect(!!(x), 0)
 #define hz_noinline __attribute__((noinline))
+/* (the free fast path: the compiler's own choice moved with the size of its cold branches) */
+#define hz_always_inline inline __attribute__((always_inline))
 #define hz_cold __attribute__((cold, noinline))
 
 #ifndef HZ_CHECKED
@@ -594,7 +596,8 @@ void hz_arena_usage(hz_arena_usage_t *u);
 void hz_heap_init(void);
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls, size_t request); /* sampled or checked as malloc's */
 hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if needed */
-void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);
+void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the span was unlisted, or is empty */
+void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
 bool hz_heap_guard_may_split(void); /* checked build: room for one more guard page or closed span */
