@@ -207,21 +207,6 @@ static void class_blocks_add(hz_heap_t *h, uint32_t c, int64_t n) {
   if (now > h->n.span_blocks_peak[c]) h->n.span_blocks_peak[c] = now;
 }
 
-#if HZ_CHECKED
-/* Checked build: the first block's room is a guard. A write before the
- * first block (an underflow) changes the guard's last word, which free
- * verifies as it does the block before any other (check.c); it looks like
- * a free block and is never handed out. Blocks stay aligned as their size
- * is. (Retired spans start at their base again: heap_retire_span.) */
-void hz_span_guard(hz_span_t *s) {
-  hz_block_t *guard = (hz_block_t *)hz_span_base(s);
-  guard->next = hz_next_encode(guard, NULL);
-  guard->tag = hz_block_tag(s, guard);
-  memset(guard + 1, 0xdf, s->block_size - sizeof *guard);
-  s->start = (uintptr_t)guard + s->block_size;
-}
-#endif
-
 static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) { /* (a new span: rare; inlined, its size computation ran on every refill) */
   size_t bs = hz_class_size(c);
   s->kind = HZ_SPAN_SMALL;
@@ -230,7 +215,7 @@ static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) 
   s->block_size = (uint32_t)bs;
   s->recip = hz_class_recip[c];
 #if HZ_CHECKED
-  hz_span_guard(s);
+  hz_checked_span_guard(s);
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs - 1);
 #else
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs);
@@ -329,79 +314,6 @@ static hz_span_t *cache_take(hz_heap_t *h, size_t slices, uint32_t c) {
   return NULL;
 }
 
-/* Checked build: a freed large span is made inaccessible (and marked so in
- * its segment) until the span's memory is taken again. A marked span may
- * hold inaccessible pages and is opened before use; opening one that is not
- * marked would be a wasted call. (Returns whether any slice was marked.) */
-static bool span_mark_protected(hz_span_t *s, bool mark) {
-  hz_segment_t *seg = hz_segment_of((void *)s->start);
-  bool was = false;
-  for (size_t i = s->slice_index, end = i + s->slice_count; i < end;) {
-    size_t w = i / 64, n = end - i < 64 - i % 64 ? end - i : 64 - i % 64;
-    uint64_t bits = (n == 64 ? ~0ull : ((1ull << n) - 1)) << (i % 64);
-    if (mark) atomic_fetch_or_explicit(&seg->protected_mask[w], bits, memory_order_relaxed);
-    else was |= (atomic_fetch_and_explicit(&seg->protected_mask[w], ~bits, memory_order_relaxed) & bits) != 0;
-    i += n;
-  }
-  return was;
-}
-
-/* Each guard page and closed span splits a mapping in two, and a process
- * has vm.max_map_count of them (65,530 by default): past that mprotect
- * fails. Closing a span that way leaves it open, and marked, so that its
- * live block's guard page is opened with it when it is taken again; a span
- * that cannot be opened must not be handed out (it was, and the first
- * write to it crashed: 40,000 live large blocks). False then. */
-static bool span_protected(hz_span_t *s, bool inaccessible) {
-  bool was = span_mark_protected(s, inaccessible);
-  if (!inaccessible && !was) return true;
-  int err = hz_os_protect((void *)hz_span_base(s), s->slice_count * HZ_SLICE_SIZE, !inaccessible);
-  if (err == 0) return true;
-  static _Atomic bool warned;
-  if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
-    hz_warning("mprotect failed (errno %d): the process may be out of memory mappings (vm.max_map_count; the "
-               "checked build's guard pages take one each) or of memory (RLIMIT_DATA, overcommit). Large blocks go "
-               "unguarded, or fail, until some are freed",
-               -err);
-  if (!inaccessible) span_mark_protected(s, true); /* still closed */
-  return false;
-}
-
-/* Guard pages and closed spans stop short of the kernel's limit, so that
- * spans can still be opened and the program still map: a thousand threads,
- * each with large blocks live and its quarantine of closed spans, reached
- * it, and small mallocs returned NULL for spans that could not be opened
- * again. The credit is how many more may split a mapping (each into up to
- * three) before the mappings are counted again (/proc/self/maps: a few ms
- * with tens of thousands); an eighth of the limit stays free. Out of room,
- * guards are skipped, and counted again after a quarter as many skips as
- * there are mappings. */
-static _Atomic long guard_credit;
-static _Atomic long guard_recount_at;
-bool hz_heap_guard_may_split(void) {
-  long c = atomic_fetch_sub_explicit(&guard_credit, 1, memory_order_relaxed);
-  if (c > 0) return true;
-  if (c != 0 && c != -atomic_load_explicit(&guard_recount_at, memory_order_relaxed)) return false;
-  long limit = hz_os_map_limit(), n = limit > 0 ? hz_os_map_count() : -1;
-  if (n < 0) { /* no limit known: none kept */
-    atomic_store_explicit(&guard_credit, LONG_MAX / 2, memory_order_relaxed);
-    return true;
-  }
-  long room = limit - limit / 8 - n;
-  if (room >= 4) {
-    atomic_store_explicit(&guard_credit, room / 2 - 1, memory_order_relaxed);
-    return true;
-  }
-  atomic_store_explicit(&guard_recount_at, n / 4 > 1024 ? n / 4 : 1024, memory_order_relaxed);
-  atomic_store_explicit(&guard_credit, -1, memory_order_relaxed);
-  static _Atomic bool told;
-  if (!atomic_exchange_explicit(&told, true, memory_order_relaxed))
-    hz_verbose("%ld of the process's %ld memory mappings (vm.max_map_count) in use: the checked build's "
-               "guard pages and closed freed spans are skipped until some are gone",
-               n, limit);
-  return false;
-}
-
 /* A span of `slices` slices for class c (HZ_CLASS_LARGE: a large block). */
 static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint32_t c) {
   /* Large blocks freed by other threads wait in the inbox; a thread that
@@ -433,7 +345,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
     hz_arena_release();
     s = hz_arena_alloc_span(h->arena, slices, align);
   }
-  if (HZ_CHECKED && s != NULL && !span_protected(s, false)) {
+  if (HZ_CHECKED && s != NULL && !hz_checked_span_protect(s, false)) {
     hz_arena_free_span(s, false); /* closed, as a span the quarantine lets go */
     return NULL;
   }
@@ -447,70 +359,6 @@ hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   return s;
 }
 
-#if HZ_CHECKED
-/* ---- quarantine (checked build) ----
- * Freed small blocks wait in a per-thread FIFO before going back to their
- * span, so a write through a dangling pointer lands in a free block, not in
- * the next block handed out, and shows when the block leaves (its fill and
- * link are verified). Freed large spans, inaccessible, wait in a second
- * FIFO before the pool may hand their memory out again. */
-static void quarantine_release(hz_heap_t *h, hz_block_t *b) {
-  hz_span_t *s = hz_span_of(b);
-  hz_checked_free_intact(b, s->block_size);
-  if (s->heap != h) {
-    h->n.remote_free[s->cls]--; /* (counted when it came: hz_remote_free counts it again) */
-    hz_remote_free(h, s, b);
-    return;
-  }
-  h->quarantined[s->cls]--;
-  if (hz_span_push(s, b)) hz_heap_free_slow(h, s);
-}
-
-/* Statistics count a block as freed from the free call on (stats.c): an own
- * block as held here, another thread's as a remote free, as it is when it
- * goes to its owner without waiting here. */
-void hz_quarantine_put(hz_heap_t *h, hz_block_t *b) {
-  hz_heap_enter(h);
-  b->next = hz_next_encode(b, NULL);
-  hz_block_retag(b); /* marks it free: a second free is a double free */
-  hz_span_t *s = hz_span_of(b);
-  if (s->heap == h) h->quarantined[s->cls]++;
-  else h->n.remote_free[s->cls]++;
-  hz_block_t *old = h->quarantine[h->quarantine_pos];
-  h->quarantine[h->quarantine_pos] = b;
-  h->quarantine_pos = (h->quarantine_pos + 1) % HZ_QUARANTINE;
-  if (old != NULL) quarantine_release(h, old);
-  hz_heap_leave(h);
-}
-
-static void quarantine_flush(hz_heap_t *h) {
-  for (uint32_t i = 0; i < HZ_QUARANTINE; i++) {
-    hz_block_t *b = h->quarantine[i];
-    h->quarantine[i] = NULL;
-    if (b != NULL) quarantine_release(h, b);
-  }
-  for (uint32_t i = 0; i < HZ_QUARANTINE_LARGE; i++) {
-    if (h->quarantine_large[i] != NULL) hz_arena_free_span(h->quarantine_large[i], false);
-    h->quarantine_large[i] = NULL;
-  }
-}
-
-/* A freed large span: inaccessible until the pool hands it out again. */
-static bool quarantine_large(hz_heap_t *h, hz_span_t *s) {
-  /* (its pages stay: the pool purges them later, as any free span's) */
-  if (hz_heap_guard_may_split()) span_protected(s, true);
-  else span_mark_protected(s, true); /* its guard page, if any, is opened when the span is taken */
-  hz_span_t *old = h->quarantine_large[h->quarantine_large_pos];
-  h->quarantine_large[h->quarantine_large_pos] = s;
-  h->quarantine_large_pos = (h->quarantine_large_pos + 1) % HZ_QUARANTINE_LARGE;
-  if (old != NULL) hz_arena_free_span(old, false);
-  return true;
-}
-#else
-static void quarantine_flush(hz_heap_t *h) { (void)h; }
-static bool quarantine_large(hz_heap_t *h, hz_span_t *s) { (void)h; (void)s; return false; }
-#endif
-
 static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
   bool large = s->kind == HZ_SPAN_LARGE;
@@ -520,7 +368,7 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
   if (HZ_CHECKED) s->start = hz_span_base(s); /* (a small span's started after its guard) */
   s->trimmed = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
-  if (large && quarantine_large(h, s)) return;
+  if (large && hz_quarantine_large(h, s)) return;
   /* A program that lowered mmap_threshold asks for blocks above it to go
    * back to the OS at their free (alloc.c, goes_huge). */
   size_t threshold = (size_t)hz_opt(HZ_OPTION_MMAP_THRESHOLD);
@@ -733,7 +581,7 @@ static void span_after_free(hz_heap_t *h, hz_span_t *s, bool may_cache, bool rem
       h->n.remote_large_back += s->block_size;
     }
     /* (checked build: the guard slice stays inaccessible, the whole span
-     * becomes so in quarantine_large) */
+     * becomes so in hz_quarantine_large) */
     heap_retire_span(h, s, may_cache);
     return;
   }
@@ -922,7 +770,7 @@ static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force, bool pages)
 
 static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
   hz_heap_enter(h);
-  if (force) quarantine_flush(h);
+  if (force) hz_quarantine_flush(h);
   hz_remote_flush(h);
   hz_remote_drain(h);
   for (uint32_t w = 0; w < sizeof h->classes / sizeof h->classes[0]; w++)

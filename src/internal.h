@@ -425,7 +425,7 @@ typedef struct hz_heap_s {
   long sample_rate;                     /* profiler rate sample_left is armed for; 0 idle */
 #if HZ_CHECKED
   /* Freed small blocks and large spans wait here before they can be reused
-   * (heap.c, "quarantine"). */
+   * (check.c, "the quarantine"). */
   hz_block_t *quarantine[HZ_QUARANTINE];
   hz_span_t *quarantine_large[HZ_QUARANTINE_LARGE];
   uint32_t quarantine_pos, quarantine_large_pos;
@@ -600,7 +600,6 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the s
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
-bool hz_heap_guard_may_split(void); /* checked build: room for one more guard page or closed span */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_trim(hz_heap_t *h); /* malloc_trim's: the costly part at most every HZ_TRIM_WALK_MS, 10 ms */
@@ -609,10 +608,6 @@ void hz_heap_collect_own(void); /* out of memory: the calling thread's unused sp
 void hz_heaps_collect_abandoned(void);
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
-#if HZ_CHECKED
-void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
-void hz_span_guard(hz_span_t *s); /* a small span's first block is a guard */
-#endif
 hz_heap_t *hz_heaps_first(void);
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
@@ -781,6 +776,20 @@ hz_cold void hz_misuse_trimmed(const void *block, size_t size); /* heap.c, span_
 /* Classify a pointer the fast path refused; returns its span or NULL
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);
+/* Checked build (defined in every build, called only there): freed large
+ * spans made inaccessible, and the count of mappings their guards split. */
+bool hz_checked_span_mark(hz_span_t *s, bool mark);           /* was any slice marked? */
+bool hz_checked_span_protect(hz_span_t *s, bool inaccessible); /* false: could not be opened */
+bool hz_checked_guard_may_split(void); /* room for one more guard page or closed span */
+#if HZ_CHECKED
+void hz_checked_span_guard(hz_span_t *s); /* a small span's first block is a guard */
+void hz_quarantine_put(hz_heap_t *h, hz_block_t *b); /* a freed, filled small block */
+void hz_quarantine_flush(hz_heap_t *h);
+bool hz_quarantine_large(hz_heap_t *h, hz_span_t *s); /* a freed large span: true, it waits there */
+#else
+static inline void hz_quarantine_flush(hz_heap_t *h) { (void)h; }
+static inline bool hz_quarantine_large(hz_heap_t *h, hz_span_t *s) { (void)h, (void)s; return false; }
+#endif
 #if HZ_CHECKED
 /* Large blocks end on an inaccessible span granule (a slice, or a page where
  * pages are larger), huge blocks on a page. */

@@ -60,7 +60,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->unlisted = 1;
   s->free = NULL;
   *zeroed = s->zeroed;
-  if (HZ_CHECKED && hz_heap_guard_may_split())
+  if (HZ_CHECKED && hz_checked_guard_may_split())
     hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
   h->n.large_bytes += bs;

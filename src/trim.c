@@ -118,7 +118,7 @@ static void trim_uncarve(hz_span_t *s) {
   s->carved = 0;
   hz_os_purge((void *)hz_span_base(s), (size_t)s->slice_count * HZ_SLICE_SIZE);
 #if HZ_CHECKED
-  hz_span_guard(s); /* (purged with the rest) */
+  hz_checked_span_guard(s); /* (purged with the rest) */
 #endif
 }
 
