@@ -76,6 +76,7 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
   uint64_t free_clean_slices; /* free slices known not to be backed */
   uint64_t dirty_slices;
   uint64_t last_purge_ms;
+  uint64_t last_aged_ms;      /* its last aging look (purge_locked) */
   /* In a forked child: a lost thread held the lock, the arena may be torn.
    * Never used again there; spans of it that are freed are leaked. */
   bool lost;
@@ -284,6 +285,7 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   size_t dirty = mask_popcount(dirty_mask & run);
   mask_put(seg->free_mask, mask_get(seg->free_mask) & ~run);
   mask_put(seg->dirty_mask, dirty_mask & ~run);
+  mask_put(seg->aged_mask, mask_get(seg->aged_mask) & ~run);
   seg->free_slices -= (uint32_t)n;
   a->free_clean_slices -= n - dirty;
   a->dirty_slices -= dirty;
@@ -336,27 +338,39 @@ hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
   return s;
 }
 
-/* Return dirty free slices of one arena: all of them (force) or those whose
- * segment has had no free for the purge delay. Called with its lock held. */
+/* Return dirty free slices of one arena: all of them (force), those of a
+ * segment that has had no free for the purge delay, and, in the others,
+ * those that no span took since the last aging look, a purge delay or more
+ * ago. A program that frees somewhere in every segment within each delay
+ * (two threads passing blocks: xmalloc-test, rptest) otherwise kept what it
+ * freed after its peak until the pool held HZ_PURGE_BUDGET, and for good
+ * while the purge thread ran (docs/perf.md §56). Called with the lock held. */
 static void purge_locked(hz_arena_t *a, bool force) {
   uint64_t now = hz_os_now_ms();
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   a->last_purge_ms = now;
-  if (a->dirty_slices == 0) return;
+  if (a->dirty_slices == 0 || (!force && delay < 0)) return;
+  bool age = force || now - a->last_aged_ms >= (uint64_t)delay;
+  if (age) a->last_aged_ms = now;
   for (hz_segment_t *seg = a->segments; seg != NULL; seg = seg->next) {
-    hz_mask_t dirty = mask_get(seg->dirty_mask);
+    hz_mask_t dirty = mask_get(seg->dirty_mask), purge = dirty;
     if (!dirty) continue;
-    if (!force && (delay < 0 || now - seg->freed_at < (uint64_t)delay)) continue;
-    while (dirty) {
-      size_t i = mask_ctz(dirty), j = i;
-      while (j < HZ_SLICES && ((dirty >> j) & 1)) j++;
+    if (!force && now - seg->freed_at < (uint64_t)delay) {
+      if (!age) continue;
+      purge = dirty & mask_get(seg->aged_mask);
+      mask_put(seg->aged_mask, dirty & ~purge);
+    }
+    for (hz_mask_t left = purge; left;) {
+      size_t i = mask_ctz(left), j = i;
+      while (j < HZ_SLICES && ((left >> j) & 1)) j++;
       hz_os_purge((char *)seg + i * HZ_SLICE_SIZE, (j - i) * HZ_SLICE_SIZE);
-      dirty &= ~mask_run(i, j - i);
+      left &= ~mask_run(i, j - i);
       a->dirty_slices -= j - i;
       a->free_clean_slices += j - i;
       hz_stats_commit(-(int64_t)((j - i) * HZ_SLICE_SIZE));
     }
-    mask_put(seg->dirty_mask, 0);
+    mask_put(seg->dirty_mask, dirty & ~purge);
+    if (purge == dirty) mask_put(seg->aged_mask, 0);
     segment_purge_spans(seg);
   }
 }

@@ -251,6 +251,7 @@ _Static_assert(offsetof(hz_span_t, free) == HZ_SPAN_OWNER_AT && sizeof(hz_span_t
 typedef struct hz_segment_s {
   uint64_t free_mask[HZ_SLICES / 64];  /* slices in the global pool */
   uint64_t dirty_mask[HZ_SLICES / 64]; /* pool slices that may hold pages */
+  uint64_t aged_mask[HZ_SLICES / 64];  /* dirty slices not taken since the pool's last aging look */
   uint64_t freed_at;                   /* ms: last time slices came back */
   struct hz_segment_s *next;           /* all segments */
   uint32_t free_slices;
