@@ -47,6 +47,10 @@ CFLAGS_BASE := -std=gnu11 -O2 -g -gdwarf-4 -fPIC -fexceptions -Wall -Wextra -Wno
                -Wno-missing-field-initializers \
                -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
                -fno-semantic-interposition -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
+# (GCC: no constants loaded from .rodata for merged or vectorised stores, so
+# that a program's allocations read none of .rodata's pages: docs/perf.md §57)
+CFLAGS_BASE += $(shell $(CC) -fno-store-merging -fno-tree-slp-vectorize -E -x c /dev/null >/dev/null 2>&1 && \
+                 echo -fno-store-merging -fno-tree-slp-vectorize)
 # (libgcc's unwinder, for the profiler, linked in and hidden: no libgcc_s.so
 # mapped into every process, about 80 KiB of RSS: docs/perf.md §32)
 LDLIBS_LIB := -lpthread -static-libgcc -Wl,--exclude-libs,ALL

@@ -15,7 +15,7 @@
 #include <limits.h>
 #include <string.h>
 
-hz_span_t hz_span_empty;
+hz_cold_bss hz_span_t hz_span_empty; /* (read, never written) */
 #define HZ_EMPTY_CUR { [0 ... HZ_NCLASS - 1] = &hz_span_empty }
 hz_heap_t hz_heap_empty = { .cur = HZ_EMPTY_CUR };
 #ifndef _WIN32 /* Windows: os_windows.c */
@@ -43,7 +43,7 @@ static uint16_t hz_class_carve[HZ_NCLASS]; /* blocks a carve puts on the list: a
 #define R64(c) R32(c), R32(c)
 #define R128(c) R64(c), R64(c)
 #define CLASSES8(R, c) R(c), R(c + 1), R(c + 2), R(c + 3), R(c + 4), R(c + 5), R(c + 6), R(c + 7)
-const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1] = {
+hz_hot_const const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1] = {
     HZ_FIRST_CLASS, HZ_FIRST_CLASS, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23,
     23, 24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27, 28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30,
     31, 31, 31, 31, CLASSES8(R8, 32), CLASSES8(R16, 40), CLASSES8(R32, 48), CLASSES8(R64, 56), CLASSES8(R128, 64)};

@@ -50,6 +50,20 @@
 /* (the free fast path: the compiler's own choice moved with the size of its cold branches) */
 #define hz_always_inline inline __attribute__((always_inline))
 #define hz_cold __attribute__((cold, noinline))
+/* Read-only data that every process reads, kept beside the writable data
+ * (which every process touches anyway) and out of .rodata, whose pages
+ * (the report's strings, the unwinder's tables) then stay out of RSS: a
+ * read there maps them all (the kernel's fault-around; docs/perf.md §57). */
+/* Large buffers that most processes never write (the report's and the
+ * profile's, option strings): in common storage, which the linker places
+ * after every other zero-initialised variable, so that they don't spread
+ * the small ones that every process writes over more pages (§57). */
+#define hz_cold_bss __attribute__((common))
+#ifdef __ELF__
+#define hz_hot_const __attribute__((section(".data.rel.ro")))
+#else
+#define hz_hot_const
+#endif
 
 #ifndef HZ_CHECKED
 #define HZ_CHECKED 0
@@ -119,7 +133,7 @@
 #define HZ_MAX_REQUEST (((size_t)1 << 62))
 
 /* Classes of sizes up to HZ_SMALL_MAX by (n + 15) / 16. */
-extern const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1];
+extern hz_hot_const const uint8_t hz_class_table[HZ_SMALL_MAX / 16 + 1];
 
 /* The checked build's blocks are 32 bytes at least. A free 16-byte block is
  * all link and tag, and its last word, where free looks for an underflow

@@ -12,7 +12,8 @@
 #include <string.h>
 
 /* A row with sdef set is a string option (a path): its long value is 1 while
- * a string is set, and hz_option_get/set_string read and write the text. */
+ * a string is set (def: 1 where sdef is not empty), and hz_option_get/
+ * set_string read and write the text. */
 typedef struct hz_option_desc_s {
   const char *name;
   long def, min, max;
@@ -50,7 +51,7 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                          "sample allocations and write a heap profile at exit (docs/profiling.md)"},
   [HZ_OPTION_PROFILE_RATE] = {"profile_rate", 524288, 1, 1L << 30, "bytes",
                               "mean bytes allocated between two samples (exponentially distributed gaps)"},
-  [HZ_OPTION_PROFILE_FILE] = {"profile_file", 0, 0, 1, "path",
+  [HZ_OPTION_PROFILE_FILE] = {"profile_file", 1, 0, 1, "path",
                               "the exit profile (pprof; .folded and .txt beside it; %p: the pid)",
                               "hakozuna-%p.pb.gz"},
   [HZ_OPTION_PROFILE_SEED] = {"profile_seed", 0, 0, 1L << 30, "seed",
@@ -62,7 +63,7 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
 long hz_options[HZ_OPTION_COUNT];
 /* Static storage: options are read before the allocator can allocate. */
 #define HZ_OPTION_STR_MAX 4096
-static char hz_option_str[HZ_OPTION_COUNT][HZ_OPTION_STR_MAX];
+hz_cold_bss char hz_option_str[HZ_OPTION_COUNT][HZ_OPTION_STR_MAX];
 /* Until a string option is set it reads its default from the table: copying
  * the defaults in wrote two pages of this array in every process (8 KiB of
  * RSS, docs/perf.md §35). */
@@ -157,12 +158,12 @@ void hz_options_init(void) {
  * program mapped two more 64 KiB windows of libc (128 KiB of RSS for
  * /bin/true: docs/perf.md §50). As getenv, the first of two entries wins. */
 static void options_read(void) {
-  static const char prefix[] = "HAKOZUNA_";
+  static hz_hot_const const char prefix[] = "HAKOZUNA_";
   int errno_saved = errno;
   bool seen[HZ_OPTION_COUNT] = {false};
   hz_options_env_seen = environ != NULL;
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
-    hz_options[i] = hz_option_is_string(i) ? hz_option_table[i].sdef[0] != 0 : hz_option_table[i].def;
+    hz_options[i] = hz_option_table[i].def;
     hz_option_str_set[i] = false;
   }
   /* A set-user-ID program runs with its caller's environment: the options

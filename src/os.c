@@ -375,7 +375,10 @@ static long read_count(const char *path, bool lines) {
   return v;
 }
 long hz_os_map_limit(void) { return read_count("/proc/sys/vm/max_map_count", false); }
-bool hz_os_overcommit_strict(void) { return read_count("/proc/sys/vm/overcommit_memory", false) == 2; }
+bool hz_os_overcommit_strict(void) {
+  static hz_hot_const const char path[] = "/proc/sys/vm/overcommit_memory"; /* (read at start-up) */
+  return read_count(path, false) == 2;
+}
 bool hz_os_address_space_limited(void) {
   struct rlimit r;
   int errno_saved = errno;
@@ -564,10 +567,11 @@ void hz_os_unmap_file(const void *p, size_t size) { os_unmap((void *)p, size); }
 /* The program's file, as the kernel has it: dladdr names the main program
  * by argv[0], which programs that set their title rewrite (redis-server
  * showed as "redis-server *:6379" in leak reports). NULL if unknown. */
+hz_cold_bss char hz_os_exe_buf[4096];
 const char *hz_os_exe_path(void) {
-  static char path[4096];
+  char *path = hz_os_exe_buf;
   int errno_saved = errno;
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  ssize_t n = readlink("/proc/self/exe", path, sizeof hz_os_exe_buf - 1);
   errno = errno_saved;
   if (n <= 0) return NULL;
   path[n] = 0;

@@ -60,7 +60,7 @@ typedef struct hz_prof_rec_s {
 
 _Atomic long hz_profile_huge_live;
 static hz_lock_t prof_lock = HZ_LOCK_INIT;
-static hz_prof_stack_t *prof_buckets[PROF_BUCKETS];
+hz_cold_bss hz_prof_stack_t *hz_profile_buckets[PROF_BUCKETS];
 static hz_prof_stack_t *prof_stacks; /* all, newest first */
 static size_t prof_nstacks;
 static hz_prof_rec_t *prof_recs_free, *prof_huge;
@@ -203,7 +203,7 @@ static void *prof_meta(size_t size) {
 static hz_prof_stack_t *prof_stack(const uintptr_t *pc, uint32_t depth) {
   uint64_t hash = depth;
   for (uint32_t i = 0; i < depth; i++) hash = prof_splitmix(hash ^ pc[i]);
-  hz_prof_stack_t **link = &prof_buckets[hash % PROF_BUCKETS];
+  hz_prof_stack_t **link = &hz_profile_buckets[hash % PROF_BUCKETS];
   for (hz_prof_stack_t *st = *link; st; st = st->next)
     if (st->hash == hash && st->depth == depth && memcmp(st->pc, pc, depth * sizeof *pc) == 0) return st;
   hz_prof_stack_t *st = prof_meta(sizeof *st + depth * sizeof *pc);
@@ -396,7 +396,7 @@ HZ_EXPORT int hz_profile_dump(const char *path) {
  * to the directory the program started in (%p: the pid, so a fork child
  * writes its own); the leak report to a descriptor of our own (the program
  * may have closed stderr by then). */
-static char prof_start_dir[4096];
+hz_cold_bss char hz_profile_start_dir[4096]; /* (written at start-up: a page of its own) */
 static int prof_leak_fd = -1;
 static hz_os_file_id_t prof_leak_fd_id; /* (used only while it still refers to this) */
 
@@ -404,7 +404,7 @@ static void prof_fork_child(void) {
   if (!hz_lock_lost_in_fork(&prof_lock)) return;
   /* (the old tables' memory is left to the parent's copy) */
   prof_gen++;
-  memset(prof_buckets, 0, sizeof prof_buckets);
+  memset(hz_profile_buckets, 0, sizeof hz_profile_buckets);
   prof_stacks = NULL;
   prof_nstacks = 0;
   prof_recs_free = prof_huge = NULL;
@@ -416,21 +416,23 @@ __attribute__((constructor)) static void hz_profile_ctor(void) {
   hz_init();
   hz_options_late_init();
   hz_os_atfork_child(prof_fork_child);
-  if (hz_os_cwd(prof_start_dir, sizeof prof_start_dir - 1)) strcat(prof_start_dir, "/");
-  else prof_start_dir[0] = 0;
+  if (hz_os_cwd(hz_profile_start_dir, sizeof hz_profile_start_dir - 1)) strcat(hz_profile_start_dir, "/");
+  else hz_profile_start_dir[0] = 0;
   if (hz_opt(HZ_OPTION_LEAKS) || hz_opt(HZ_OPTION_PROFILE)) { /* (the leak report, or a failed write's warning) */
     prof_leak_fd = hz_os_open_report(NULL, false);
     prof_leak_fd_id = hz_os_fd_id(prof_leak_fd);
   }
 }
 
+hz_cold_bss char hz_profile_path[4096], hz_profile_full[8192];
 __attribute__((destructor)) static void hz_profile_dtor(void) {
   if (hz_opt(HZ_OPTION_PROFILE)) {
-    static char path[4096], full[8192]; /* (it runs once, maybe on a thread's small stack) */
-    if (!hz_option_path(HZ_OPTION_PROFILE_FILE, path, sizeof path)) {
+    /* (it runs once, maybe on a thread's small stack) */
+    char *path = hz_profile_path, *full = hz_profile_full;
+    if (!hz_option_path(HZ_OPTION_PROFILE_FILE, path, sizeof hz_profile_path)) {
       hz_warning("HAKOZUNA_PROFILE_FILE is empty or too long; no profile written");
     } else {
-      snprintf(full, sizeof full, "%s%s", path[0] == '/' ? "" : prof_start_dir, path);
+      snprintf(full, sizeof hz_profile_full, "%s%s", path[0] == '/' ? "" : hz_profile_start_dir, path);
       if (hz_profile_dump(full) != 0)
         hz_warning_to(hz_os_fd_is(prof_leak_fd, prof_leak_fd_id) ? prof_leak_fd : 2,
                       "the heap profile could not be written to %s", full);

@@ -31,7 +31,8 @@ _Atomic uint64_t hz_purge_epoch;
 
 static void *purge_thread_main(void *arg) {
   (void)arg;
-  hz_os_thread_name("hakozuna-purge");
+  static hz_hot_const const char name[] = "hakozuna-purge";
+  hz_os_thread_name(name);
   bool looked_again = false;
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);

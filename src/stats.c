@@ -483,15 +483,16 @@ HZ_EXPORT int hz_version(void) {
 static int hz_stats_fd = -1;
 static hz_os_file_id_t hz_stats_fd_id;
 static bool hz_stats_to_path;
-static char hz_stats_dir[4096];
-static char hz_stats_buf[32768]; /* a report in one write: reports sharing a file stay whole */
+hz_cold_bss char hz_stats_dir[4096];
+hz_cold_bss char hz_stats_buf[32768]; /* a report in one write: reports sharing a file stay whole */
 
 /* (static buffers: the constructor and the destructor, which use them, run
  * once, and the destructor possibly on a thread's small stack) */
-static char hz_stats_path[4096 + 4096];
+hz_cold_bss char hz_stats_path[4096 + 4096];
+hz_cold_bss char hz_stats_name[4096];
 static bool stats_path(char *out, size_t size) {
-  static char name[4096];
-  if (!hz_option_path(HZ_OPTION_STATS_FILE, name, sizeof name)) return false;
+  char *name = hz_stats_name;
+  if (!hz_option_path(HZ_OPTION_STATS_FILE, name, sizeof hz_stats_name)) return false;
   bool absolute = name[0] == '/' || name[0] == '\\' || (name[0] != 0 && name[1] == ':');
   int n = snprintf(out, size, "%s%s", absolute ? "" : hz_stats_dir, name);
   return n > 0 && (size_t)n < size;
