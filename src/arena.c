@@ -145,8 +145,16 @@ static inline size_t mask_ctz(hz_mask_t v) {
   uint64_t lo = (uint64_t)v;
   return lo ? (size_t)__builtin_ctzll(lo) : 64 + (size_t)__builtin_ctzll((uint64_t)(v >> 64));
 }
+/* (by hand: x86-64's baseline has no popcnt, and the compiler's call went
+ * to libgcc's, linked after the cold code: docs/perf.md §57) */
+static inline size_t popcount64(uint64_t x) {
+  x -= (x >> 1) & 0x5555555555555555u;
+  x = (x & 0x3333333333333333u) + ((x >> 2) & 0x3333333333333333u);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fu;
+  return (size_t)((x * 0x0101010101010101u) >> 56);
+}
 static inline size_t mask_popcount(hz_mask_t v) {
-  return (size_t)__builtin_popcountll((uint64_t)v) + (size_t)__builtin_popcountll((uint64_t)(v >> 64));
+  return popcount64((uint64_t)v) + popcount64((uint64_t)(v >> 64));
 }
 
 /* Bits set where a run of n free slices starts: AND the mask with itself

@@ -72,3 +72,9 @@ static void fork_child(void) {
   hz_heap_fork_child();
   hz_purge_fork_child();
 }
+
+/* The library's DT_FINI (Makefile: -fini): the crt's _fini does nothing but
+ * sits in .fini, after the cold code at the end of the text, and calling it
+ * at exit mapped that window (docs/perf.md §57). Destructors run from
+ * .fini_array, as before. */
+void hz_lib_fini(void) {}

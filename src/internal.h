@@ -50,6 +50,9 @@
 /* (the free fast path: the compiler's own choice moved with the size of its cold branches) */
 #define hz_always_inline inline __attribute__((always_inline))
 #define hz_cold __attribute__((cold, noinline))
+/* Functions of the cold files (stats.c, profile.c, linked last) that every
+ * process runs: placed with the other files' code (docs/perf.md §57). */
+#define hz_hot_text __attribute__((hot))
 /* Read-only data that every process reads, kept beside the writable data
  * (which every process touches anyway) and out of .rodata, whose pages
  * (the report's strings, the unwinder's tables) then stay out of RSS: a
@@ -774,7 +777,7 @@ void hz_purge_trim(void); /* malloc_trim: hz_collect(1) with the span walk rate-
 extern _Atomic int hz_init_state; /* HZ_INIT_DONE once start-up has run */
 #define HZ_INIT_DONE 2
 void hz_init_slow(void);
-static inline void hz_init(void) {
+static hz_always_inline void hz_init(void) {
   if (hz_unlikely(atomic_load_explicit(&hz_init_state, memory_order_acquire) != HZ_INIT_DONE)) hz_init_slow();
 }
 

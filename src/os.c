@@ -491,9 +491,19 @@ void hz_os_thread_key_set(pthread_key_t key, void *value) {
   errno = errno_saved;
 }
 
+#ifdef __GLIBC__
+/* (what glibc's pthread_atfork does: that is a stub in libc_nonshared.a,
+ * linked at the end of the library's text, after the cold code, §57) */
+extern int __register_atfork(void (*)(void), void (*)(void), void (*)(void), void *);
+extern void *__dso_handle;
+#endif
 void hz_os_atfork_child(void (*child)(void)) {
   int errno_saved = errno;
+#ifdef __GLIBC__
+  __register_atfork(NULL, NULL, child, &__dso_handle);
+#else
   pthread_atfork(NULL, NULL, child);
+#endif
   errno = errno_saved;
   count(&hz_os_stats.other_calls, 1);
 }

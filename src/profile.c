@@ -135,7 +135,7 @@ static int64_t prof_gap(size_t s, long rate) {
 }
 
 
-void hz_profile_arm(hz_heap_t *h) {
+hz_hot_text void hz_profile_arm(hz_heap_t *h) {
   long rate = hz_profile_rate();
   for (uint32_t c = 0; c < HZ_NCLASS; c++) hz_heap_count_restart(h, c, prof_gap(hz_class_size(c), rate));
   h->sample_rate = rate;
@@ -283,7 +283,7 @@ static void *prof_unsampled(hz_block_t *b, uint32_t c, size_t request) {
   return b;
 }
 
-void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
+hz_hot_text void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
   uint32_t c = hz_span_of(b)->cls; /* (not passed: the fast path keeps one register fewer) */
   long rate = hz_profile_rate();
   if (h->sample_rate != rate || rate == 0) { /* a new heap, or profiling switched */

@@ -25,7 +25,7 @@ static int stats_get(hz_stats_t *out);
 static _Atomic int64_t hz_committed_now;
 static _Atomic uint64_t hz_committed_peak;
 
-void hz_stats_commit(int64_t delta) {
+hz_hot_text void hz_stats_commit(int64_t delta) {
   int64_t now = atomic_fetch_add_explicit(&hz_committed_now, delta, memory_order_relaxed) + delta;
   uint64_t peak = atomic_load_explicit(&hz_committed_peak, memory_order_relaxed);
   while (now > 0 && (uint64_t)now > peak &&

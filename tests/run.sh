@@ -229,6 +229,7 @@ else
   t heap/exit_return 60 - hakozuna "$B/heap/exit_return"
   t heap/busy_cache 60 - hakozuna "$B/heap/busy_cache"
   t arena/busy_purge 60 - hakozuna "$B/arena/busy_purge"
+  e init/footprint "/proc/self/pagemap shows the emulator's pages" t init/footprint 60 - hakozuna "$B/init/footprint"
   t heap/span_reuse 60 - hakozuna "$B/heap/span_reuse"
   t purge/idle_free 60 - hakozuna "$B/purge/idle_free"
   e purge/single "its own thread counts in /proc/self/status, and a fork from a signal handler hangs the emulated child" \
