@@ -48,9 +48,11 @@ CFLAGS_BASE := -std=gnu11 -O2 -g -gdwarf-4 -fPIC -fexceptions -Wall -Wextra -Wno
                -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
                -fno-semantic-interposition -Iinclude -Isrc -DHZ_LIB_VERSION='"$(VERSION)"'
 # (GCC: no constants loaded from .rodata for merged or vectorised stores, so
-# that a program's allocations read none of .rodata's pages: docs/perf.md §57)
-CFLAGS_BASE += $(shell $(CC) -fno-store-merging -fno-tree-slp-vectorize -E -x c /dev/null >/dev/null 2>&1 && \
-                 echo -fno-store-merging -fno-tree-slp-vectorize)
+# that a program's allocations read none of .rodata's pages: docs/perf.md §57.
+# For the library's own objects only: the fuzzer build compiles the sources
+# with clang and CFLAGS_BASE.)
+HZ_CODEGEN := $(shell $(CC) -fno-store-merging -fno-tree-slp-vectorize -E -x c /dev/null >/dev/null 2>&1 && \
+                echo -fno-store-merging -fno-tree-slp-vectorize)
 # (libgcc's unwinder, for the profiler, linked in and hidden: no libgcc_s.so
 # mapped into every process, about 80 KiB of RSS: docs/perf.md §32)
 LDLIBS_LIB := -lpthread -static-libgcc -Wl,--exclude-libs,ALL
@@ -67,7 +69,7 @@ CFLAGS  ?=
 # statistics report, the profile writer) are built for size: every process
 # maps their code, and -Os takes 14 KiB off it (docs/perf.md §35).
 HZ_SIZE_SRCS := options stats pprof
-ALL_CFLAGS = $(CFLAGS_BASE) $(if $(filter $(HZ_SIZE_SRCS),$(notdir $*)),-Os) $(CFLAGS)
+ALL_CFLAGS = $(CFLAGS_BASE) $(HZ_CODEGEN) $(if $(filter $(HZ_SIZE_SRCS),$(notdir $*)),-Os) $(CFLAGS)
 
 HDRS := $(wildcard src/*.h) include/hakozuna.h
 OBJS         := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
