@@ -395,10 +395,14 @@ static void heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
 
 /* A listed small span has no block out. Keep one such span per class (a
  * class whose few blocks come and go would otherwise retire and re-create a
- * span over and over); retire the others. */
+ * span over and over); retire the others. A class's one-block first span
+ * (class_span_slices) is not kept once the class has a bigger current span:
+ * its pages can serve other classes. */
 static hz_noinline void span_emptied(hz_heap_t *h, hz_span_t *s, bool keep_spare) {
   uint32_t c = s->cls;
-  if (keep_spare && h->spare[c] == NULL) {
+  bool superseded = s->slice_count < hz_class_slices[c] && h->cur[c] != &hz_span_empty &&
+                    h->cur[c]->slice_count >= hz_class_slices[c];
+  if (keep_spare && h->spare[c] == NULL && !superseded) {
     h->spare[c] = s;
     return;
   }
