@@ -114,6 +114,20 @@ static uint64_t hz_huge_peak_count, hz_huge_peak_bytes; /* (malloc_stats' "max m
 #define HZ_HUGE_SPLITS_MAX 4096
 static size_t hz_huge_splits;
 static bool hz_huge_move_unsupported;
+/* Live blocks whose mapping holds pages past their end that a bigger block
+ * had filled. Those pages go back once the block has lived a fifth of the
+ * purge delay (seen at the next huge malloc, or by hz_huge_purge), not when
+ * it is taken: a block that soon goes back to the cache had the next, bigger
+ * block fault them in again (bench/large, 8 live blocks of 64 KiB-10 MiB:
+ * 4.7x the time; after a whole delay, malloc-large kept 8% more RSS:
+ * docs/perf.md §59). Beyond this many at once, at once. The lock guards
+ * them. */
+#define HZ_HUGE_TAILS 16
+static struct {
+  hz_huge_t *hh;
+  uint64_t since;
+} hz_huge_tails[HZ_HUGE_TAILS];
+static size_t hz_huge_tail_count;
 
 static void segmap_mark(hz_huge_t *hh, uint8_t v) {
   uintptr_t i = (uintptr_t)hh >> HZ_SEG_SHIFT, n = hh->map_size >> HZ_SEG_SHIFT;
@@ -228,6 +242,37 @@ static size_t gather(hz_huge_t *own, size_t have, size_t want, uint64_t cached_b
   return have;
 }
 
+static bool tail_defer(hz_huge_t *hh) {
+  if (hz_huge_tail_count == HZ_HUGE_TAILS || hz_opt(HZ_OPTION_PURGE_DELAY) <= 0) return false;
+  hz_huge_tails[hz_huge_tail_count].hh = hh;
+  hz_huge_tails[hz_huge_tail_count++].since = hz_os_now_ms();
+  return true;
+}
+
+/* Purges the tails registered at least `age` ms ago (all when forced). */
+static void tails_purge(uint64_t now, uint64_t age, bool force) {
+  for (size_t i = 0; i < hz_huge_tail_count;) {
+    hz_huge_t *hh = hz_huge_tails[i].hh;
+    if (force || now - hz_huge_tails[i].since >= age) {
+      /* (under the lock: the block may not be resized or freed meanwhile) */
+      hz_os_purge((char *)hh + hh->used_size, hh->resident - hh->used_size);
+      hh->resident = hh->used_size;
+      hz_huge_tails[i] = hz_huge_tails[--hz_huge_tail_count];
+    } else {
+      i++;
+    }
+  }
+}
+
+/* (the block is freed, resized or moved: its pages are accounted there) */
+static void tail_forget(const hz_huge_t *hh) {
+  for (size_t i = 0; i < hz_huge_tail_count; i++)
+    if (hz_huge_tails[i].hh == hh) {
+      hz_huge_tails[i] = hz_huge_tails[--hz_huge_tail_count];
+      return;
+    }
+}
+
 static void cache_drop_all(void) {
   while (hz_huge_cache) {
     hz_huge_t *c = hz_huge_cache;
@@ -284,26 +329,32 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
      * much as ~30 page faults (large 20000 8: 1.35x the time, no fewer faults). */
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
     if (hh->resident < used && delay > 0) hh->resident = gather(hh, hh->resident, used, hz_os_now_ms() - (uint64_t)delay / 2);
-    /* Pages past the block stay untouched while it lives: more than an
-     * eighth of it goes back (a 50 MiB block in a mapping a 66 MiB one had
-     * filled kept 16 MiB resident for as long as it lived). */
-    if (hh->resident > used + used / 8) {
-      hz_os_purge((char *)hh + used, hh->resident - used);
-      hh->resident = used;
-    }
   }
   hh->offset = offset;
   hh->used_size = used;
   if (hh->resident < used) hh->resident = used;
   hh->cached = false;
   if (guard) hz_os_protect((char *)hh + used - guard, guard, false);
+  /* Pages past the block stay untouched while it lives: more than an
+   * eighth of it goes back, a fifth of the purge delay later (a 50 MiB
+   * block in a mapping a 66 MiB one had filled kept 16 MiB resident for as
+   * long as it lived). */
+  bool tail = hh->resident > used + used / 8, deferred = false;
   hz_lock(&hz_huge_lock);
+  if (hz_huge_tail_count) tails_purge(hz_os_now_ms(), (uint64_t)hz_opt(HZ_OPTION_PURGE_DELAY) / 5, false);
+  if (tail) deferred = tail_defer(hh);
   hz_huge_allocs++;
   hz_huge_live += hh->map_size;
   if (hz_huge_allocs - hz_huge_frees > hz_huge_peak_count) hz_huge_peak_count = hz_huge_allocs - hz_huge_frees;
   if (hz_huge_live > hz_huge_peak_bytes) hz_huge_peak_bytes = hz_huge_live;
   hz_huge_allocated += hh->map_size;
   hz_unlock(&hz_huge_lock);
+  if (deferred) {
+    atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
+  } else if (tail) {
+    hz_os_purge((char *)hh + used, hh->resident - used);
+    hh->resident = used;
+  }
   return (char *)hh + offset;
 }
 
@@ -354,6 +405,7 @@ bool hz_huge_resize(void *p, size_t size, const char *fn) {
   size_t was = hh ? hh->used_size : 0;
   bool fits = hh != NULL && size <= hh->map_size && used <= hh->map_size;
   if (fits) {
+    tail_forget(hh);
     before = hh->resident;
     hh->used_size = used;
     hh->resident = used;
@@ -380,7 +432,10 @@ void *hz_huge_realloc(void *p, size_t size) {
   hz_huge_t *hh = huge_lookup(p, "realloc");
   size_t ps = hz_os_page_size, offset = hh ? hh->offset : 0, old_size = hh ? hh->map_size : 0;
   size_t base_align = hh ? hh->base_align : 0, was = hh ? hh->used_size : 0;
-  if (hh) segmap_mark(hh, HZ_MAP_GONE); /* (its pages are on the move) */
+  if (hh) {
+    tail_forget(hh);
+    segmap_mark(hh, HZ_MAP_GONE); /* (its pages are on the move) */
+  }
   hz_unlock(&hz_huge_lock);
   if (hh == NULL) return NULL;
   if (guard) huge_guard_move(hh, was, 0);
@@ -423,6 +478,7 @@ void hz_huge_free(void *p, const char *fn) {
   }
   hz_huge_frees++;
   hz_huge_live -= hh->map_size;
+  tail_forget(hh);
   hh->cached = true;
   if (hz_huge_guard()) hz_os_protect((char *)hh + hh->used_size - hz_huge_guard(), hz_huge_guard(), true);
   size_t budget = (size_t)hz_opt(HZ_OPTION_HUGE_CACHE) << 20;
@@ -455,7 +511,8 @@ bool hz_huge_purge(bool force) {
       link = &c->next;
     }
   }
-  bool left = hz_huge_cache != NULL;
+  if (force || delay >= 0) tails_purge(now, (uint64_t)delay / 5, force);
+  bool left = hz_huge_cache != NULL || hz_huge_tail_count != 0;
   hz_unlock(&hz_huge_lock);
   return left;
 }
@@ -489,4 +546,5 @@ void hz_huge_fork_child(void) {
   if (!hz_lock_lost_in_fork(&hz_huge_lock)) return;
   hz_huge_cache = NULL;
   hz_huge_cached_bytes = 0;
+  hz_huge_tail_count = 0;
 }
