@@ -201,9 +201,10 @@ static hz_always_inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
     }
 #endif
     if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
-    if (hz_unlikely(hz_span_push(s, b))) {
-      if (s->kind != HZ_SPAN_LARGE) {
-        hz_heap_free_small_slow(h, s);
+    hz_span_t *t = s->push_to; /* s, or the stash of s's class (stash.c) */
+    if (hz_unlikely(hz_span_push(t, b))) {
+      if (t->kind != HZ_SPAN_LARGE) {
+        hz_heap_free_small_slow(h, t);
         return;
       }
       bool own = !s->sample && s->owner_gen == h->adoptions;

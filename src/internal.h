@@ -160,6 +160,12 @@ static inline size_t hz_class_size(uint32_t c) {
   return ((size_t)1 << k) + ((size_t)(sub + 1) << (k - 3));
 }
 
+/* Classes from HZ_STASH_FIRST (4096 bytes) up keep their blocks freed by
+ * their own thread in a stash, newest first (stash.c); not in the checked
+ * build, whose frees go through its quarantine. */
+#define HZ_STASH_FIRST 47u
+#define HZ_STASHED (HZ_CHECKED ? 0u : HZ_NCLASS - HZ_STASH_FIRST)
+
 /* ---- Blocks ----
  * A free block holds the next pointer and a tag that marks it free: a
  * second free finds the tag and reports a double free. */
@@ -207,7 +213,9 @@ static inline bool hz_block_is_free(const struct hz_span_s *s, const hz_block_t 
 }
 
 /* ---- Spans ---- */
-typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE } hz_span_kind_t;
+/* HZ_SPAN_STASH: no span, a heap's stash of one class (stash.c), shaped as
+ * one so that malloc's fast path pops it as it pops a span. */
+typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE, HZ_SPAN_STASH } hz_span_kind_t;
 
 struct hz_heap_s;
 
@@ -240,7 +248,12 @@ typedef struct hz_span_s {
     uint16_t slice_count;
     uint16_t slice_index;
     struct hz_prof_rec_s *sample; /* a profiler-sampled block's record (profile.c), else NULL */
-    uint64_t cached_epoch;      /* hz_purge_epoch when it entered a heap's span cache */
+    union {
+      uint64_t cached_epoch;    /* in a heap's span cache: hz_purge_epoch when it entered */
+      /* in use: where its owner's frees push its blocks, the span itself
+       * or, for a stashed class, its heap's stash (stash.c) */
+      struct hz_span_s *push_to;
+    };
   };
   char gap[HZ_SPAN_OWNER_AT - 64];
   struct __attribute__((aligned(64))) {
@@ -415,7 +428,7 @@ typedef struct hz_heap_counters_s {
 } hz_heap_counters_t;
 
 typedef struct hz_heap_s {
-  hz_span_t *cur[HZ_NCLASS];            /* current span per class */
+  hz_span_t *cur[HZ_NCLASS];            /* current span per class, or its stash (stash.c) */
   hz_heap_counters_t n;                 /* plain counters, merged on demand */
   hz_span_t *lists[HZ_NCLASS];          /* spans with room, per class (heap.c: new at the head, */
   hz_span_t *tails[HZ_NCLASS];          /* relisted at the tail) */
@@ -441,6 +454,7 @@ typedef struct hz_heap_s {
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
   uint32_t arena;                       /* span pool this heap takes from */
   long sample_rate;                     /* profiler rate sample_left is armed for; 0 idle */
+  hz_span_t *stash;                     /* the stashes' descriptors, HZ_STASHED of them (stash.c) */
 #if HZ_CHECKED
   /* Freed small blocks and large spans wait here before they can be reused
    * (check.c, "the quarantine"). */
@@ -617,6 +631,7 @@ hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if ne
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the span was unlisted, or is empty */
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
+void hz_heap_block_back(hz_heap_t *h, hz_span_t *s, hz_block_t *b); /* a stashed block to its span (entered) */
 void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
 void hz_heap_collect(hz_heap_t *h, bool force);
@@ -624,6 +639,21 @@ void hz_heap_trim(hz_heap_t *h); /* malloc_trim's: the costly part at most every
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heap_collect_own(void); /* out of memory: the calling thread's unused spans and quarantine */
 void hz_heaps_collect_abandoned(void);
+
+/* ---- stash.c ---- */
+#define HZ_STASH_AREA (HZ_SPAN_OWNER_AT + 64 * HZ_STASHED) /* a heap's (h->stash), from its setup */
+void hz_stash_install(hz_heap_t *h, uint32_t c); /* the first refill of class c */
+void hz_stash_full(hz_heap_t *h, hz_span_t *t); /* a free filled stash t: its oldest half goes back */
+void hz_stash_fill(hz_span_t *t, hz_span_t *s); /* refill: blocks of s's list onto stash t */
+void hz_stash_empty(hz_heap_t *h);             /* every stashed block back to its span (entered) */
+uint64_t hz_stash_count(const hz_heap_t *h, uint32_t c); /* blocks stashed (racy from other threads) */
+void hz_stash_option_changed(void);
+/* The slot of the span a class's refills take blocks from: the class's
+ * current span, or, for a stashed class, the one behind its stash. */
+static inline hz_span_t **hz_heap_cur_slot(hz_heap_t *h, uint32_t c) {
+  hz_span_t *s = h->cur[c];
+  return s->kind == HZ_SPAN_STASH ? &s->next : &h->cur[c];
+}
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
 hz_heap_t *hz_heaps_first(void);

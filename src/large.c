@@ -48,6 +48,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   s->cls = HZ_CLASS_LARGE;
   if (HZ_CHECKED) s->start = hz_span_base(s); /* (a small span's starts after its guard block) */
   s->heap = h;
+  s->push_to = s;
   s->block_size = (uint32_t)bs;
   /* only the span's start is a block (the block-start test with the span's
    * size as divisor) */

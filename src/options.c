@@ -58,6 +58,9 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                               "0: random sample points; else this seed, so that a run can be repeated"},
   [HZ_OPTION_LEAKS] = {"leaks", 0, 0, 1, "bool",
                        "sample allocations and print those still live at exit, by stack (a sampled leak report)"},
+  [HZ_OPTION_STASH] = {"stash", 256, 0, 4096, "KiB",
+                       "freed blocks of 4 KiB and more each thread keeps per size class, at most 16, newest first, "
+                       "for its next mallocs of the class; 0: none. The idle trim leaves them resident"},
 };
 
 long hz_options[HZ_OPTION_COUNT];
@@ -203,6 +206,7 @@ HZ_EXPORT int hz_option_set(hz_option_t o, long value) {
   if (o == HZ_OPTION_PAGE_SIZE && value != hz_options[o]) { errno = EINVAL; return -1; }
   __atomic_store_n(&hz_options[o], value, __ATOMIC_RELAXED);
   if (o == HZ_OPTION_PROFILE || o == HZ_OPTION_PROFILE_RATE || o == HZ_OPTION_LEAKS) hz_profile_option_changed();
+  if (o == HZ_OPTION_STASH) hz_stash_option_changed();
   return 0;
 }
 

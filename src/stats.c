@@ -153,6 +153,7 @@ static int stats_get(hz_stats_t *out) {
 #if HZ_CHECKED
       held[c] += h->quarantined[c]; /* freed, not yet back in their span */
 #endif
+      held[c] += hz_stash_count(h, (uint32_t)c); /* likewise (stash.c) */
       cs[c].refills += h->n.refill[c];
       cs[c].peak += h->n.span_blocks_peak[c];
     }

@@ -10,9 +10,10 @@
  * memory barrier: an owner that entered a slow path before the claim shows
  * as busy (the heap is left alone), one entering after it waits in
  * hz_heap_enter. The owner's fast paths go on: a malloc pops only its
- * current spans, which the trim leaves alone, and a free only pushes onto a
- * span's list -- it writes the list head and the block it frees, never a
- * block already on the list. So the trim reads each span's head, makes
+ * current spans and its stashes (stash.c: no spans, so blocks stashed stay
+ * resident while the owner idles), which the trim leaves alone, and a free
+ * only pushes onto a span's list or a stash -- it writes the list head and
+ * the block it frees, never a block already on the list. So the trim reads each span's head, makes
  * every thread pass a second barrier (the links of the blocks up to that
  * head are then visible, on a weakly ordered CPU too), and from that head
  * on it owns the list: it takes off the blocks that start in pages it

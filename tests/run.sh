@@ -231,6 +231,7 @@ else
   t arena/busy_purge 60 - hakozuna "$B/arena/busy_purge"
   e init/footprint "/proc/self/pagemap shows the emulator's pages" t init/footprint 60 - hakozuna "$B/init/footprint"
   t heap/span_reuse 60 - hakozuna "$B/heap/span_reuse"
+  t heap/stash 60 - hakozuna "$B/heap/stash"
   t purge/idle_free 60 - hakozuna "$B/purge/idle_free"
   e purge/single "its own thread counts in /proc/self/status, and a fork from a signal handler hangs the emulated child" \
     t purge/single 60 - hakozuna "$B/purge/single"

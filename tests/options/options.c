@@ -44,7 +44,7 @@ static void test_table(void) {
       "verbose", "stats", "purge_delay", "purge_thread", "thp", "arena_reserve",
       "thread_cache", "huge_cache", "check", "stats_file",
       "mmap_threshold", "page_size", "profile", "profile_rate",
-      "profile_file", "profile_seed", "leaks"};
+      "profile_file", "profile_seed", "leaks", "stash"};
   CHECK(sizeof expected / sizeof expected[0] == HZ_OPTION_COUNT);
   for (int i = 0; i < HZ_OPTION_COUNT; i++) {
     hz_option_t o = (hz_option_t)i;

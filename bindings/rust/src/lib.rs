@@ -255,10 +255,12 @@ pub enum Opt {
     ProfileSeed,
     /// sample allocations; report those still live at exit
     Leaks,
+    /// KiB of freed blocks of 4 KiB and more a thread keeps per size class
+    Stash,
 }
 
 /// All options, in the order of `hz_option_t`.
-pub const OPTIONS: [Opt; 17] = [
+pub const OPTIONS: [Opt; 18] = [
     Opt::Verbose,
     Opt::Stats,
     Opt::PurgeDelay,
@@ -276,6 +278,7 @@ pub const OPTIONS: [Opt; 17] = [
     Opt::ProfileFile,
     Opt::ProfileSeed,
     Opt::Leaks,
+    Opt::Stash,
 ];
 
 /// An option value the allocator refused (out of range, a string for a

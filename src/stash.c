@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+/* Stashes: a thread's freed blocks of 4 KiB and more, newest first.
+ *
+ * A span's free list hands out its own blocks only. With blocks of 4-32
+ * KiB a span holds 8 to 16 of them, and a program that frees them in any
+ * order leaves a few free in each of several spans: malloc then takes the
+ * blocks of its current span, freed long ago and out of the cache, while
+ * the block just freed waits in another span. random_mixed 4096-32768
+ * spent most of malloc's time waiting for the first line of the block it
+ * returned (docs/perf.md §60). So each of these classes has a stash per
+ * heap: the owner's frees push onto it whatever span the block is in, and
+ * malloc pops the newest. Its descriptor is shaped as a span's (the fields
+ * malloc and free use where theirs are), and the class's current span
+ * (h->cur) is the stash: malloc's and free's fast paths are the same code
+ * for both. A span's push_to says where its blocks go: the span itself, or
+ * its heap's stash.
+ *
+ * A stashed block is free (its free tag is set: a second free of it is
+ * caught) but still out of its span, which counts it as in use. A stash
+ * holds HAKOZUNA_STASH KiB (256 by default), 16 blocks at most; the free
+ * that fills it sends the older half back to their spans; malloc_trim,
+ * hz_collect and the thread's exit send all. Remote frees go to the
+ * block's span as before (remote.c). An empty stash makes malloc refill
+ * from the span behind it (its `next`), as a class without a stash refills
+ * its current span. The idle trim leaves stashes alone, as it leaves
+ * current spans (trim.c): the owner's malloc pops them without a lock. */
+#include "internal.h"
+
+/* Blocks a stash of class c holds at most: HAKOZUNA_STASH KiB, up to 16. */
+static uint32_t stash_cap(uint32_t c) {
+  size_t cap = (size_t)hz_opt(HZ_OPTION_STASH) * 1024 / hz_class_size(c);
+  return (uint32_t)(cap > 16 ? 16 : cap);
+}
+
+static hz_span_t *stash_of(const hz_heap_t *h, uint32_t c) {
+  return (hz_span_t *)((char *)h->stash + 64 * (c - HZ_STASH_FIRST));
+}
+
+/* The push that fills it (cap blocks, `kept` there now) turns uses negative. */
+static void stash_arm(hz_span_t *t, uint32_t kept) {
+  t->capacity = stash_cap(t->cls);
+  t->uses = (int32_t)t->capacity - 1 - (int32_t)kept;
+}
+
+/* A class's stash is set up at its first refill, before it has a span
+ * (spans point their frees at it when they are made): a thread that never
+ * allocates these sizes touches none of the area. Its descriptors' two
+ * lines lie HZ_SPAN_OWNER_AT apart, as in a segment. A class whose stash
+ * would hold no block has none. */
+void hz_stash_install(hz_heap_t *h, uint32_t c) {
+  hz_span_t *t = stash_of(h, c);
+  if (stash_cap(c) == 0) return;
+  t->heap = h;
+  t->block_size = (uint32_t)hz_class_size(c);
+  t->cls = (uint8_t)c;
+  t->free = NULL;
+  stash_arm(t, 0);
+  t->next = h->cur[c]; /* the span behind it */
+  __atomic_store_n(&t->kind, HZ_SPAN_STASH, __ATOMIC_RELAXED); /* (hz_stash_count reads it from other threads) */
+  h->cur[c] = t;
+}
+
+/* All but the newest `keep` blocks go back to their spans; the stash is
+ * armed again for the option's capacity now. */
+static void stash_flush(hz_heap_t *h, hz_span_t *t, uint32_t keep) {
+  hz_block_t *rest = t->free;
+  uint32_t kept = 0;
+  if (keep == 0 || rest == NULL) {
+    t->free = NULL;
+  } else {
+    hz_block_t *last = rest;
+    for (kept = 1; kept < keep && hz_next_decode(last, last->next) != NULL; kept++)
+      last = hz_next_decode(last, last->next);
+    rest = hz_next_decode(last, last->next);
+    last->next = hz_next_encode(last, NULL);
+  }
+  stash_arm(t, kept);
+  while (rest != NULL) {
+    hz_block_t *b = rest;
+    rest = hz_next_decode(b, b->next);
+    hz_heap_block_back(h, hz_span_of(b), b);
+  }
+}
+
+/* The refill of an empty stash: the rest of the span's list becomes the
+ * stash's, counted from the span's figures (a walk of it waited for each
+ * block's line in turn, mt_remote 16-32768 -7%). A span with trimmed
+ * pages, whose list misses their blocks, keeps its list. */
+void hz_stash_fill(hz_span_t *t, hz_span_t *s) {
+  if (t->free != NULL || t->capacity == 0 || s->free == NULL || s->trimmed) return;
+  uint32_t n = s->carved - (hz_span_used(s) - s->pinned);
+  t->free = s->free;
+  s->free = NULL;
+  s->uses += (int32_t)n;
+  t->uses -= (int32_t)n; /* (below 0 if more than it holds: the next free sends the oldest back) */
+}
+
+void hz_stash_full(hz_heap_t *h, hz_span_t *t) {
+  hz_heap_enter(h);
+  stash_flush(h, t, stash_cap(t->cls) / 2);
+  hz_heap_leave(h);
+}
+
+void hz_stash_empty(hz_heap_t *h) {
+  if (h->stash == NULL) return;
+  for (uint32_t c = HZ_STASH_FIRST; c < HZ_STASH_FIRST + HZ_STASHED; c++) {
+    hz_span_t *t = stash_of(h, c);
+    if (t->kind == HZ_SPAN_STASH && t->free != NULL) stash_flush(h, t, 0);
+  }
+}
+
+/* hz_option_set: the calling thread's stashes follow at once, other
+ * threads' at their next flush. */
+void hz_stash_option_changed(void) {
+  hz_heap_t *h = hz_tls_heap;
+  if (h == &hz_heap_empty || h->stash == NULL) return;
+  hz_heap_enter(h);
+  for (uint32_t c = HZ_STASH_FIRST; c < HZ_STASH_FIRST + HZ_STASHED; c++) {
+    hz_span_t *t = stash_of(h, c);
+    if (t->kind == HZ_SPAN_STASH) stash_flush(h, t, 0);
+  }
+  hz_heap_leave(h);
+}
+
+uint64_t hz_stash_count(const hz_heap_t *h, uint32_t c) {
+  if (c < HZ_STASH_FIRST || c >= HZ_STASH_FIRST + HZ_STASHED || h->stash == NULL) return 0;
+  const hz_span_t *t = stash_of(h, c);
+  if (__atomic_load_n(&t->kind, __ATOMIC_RELAXED) != HZ_SPAN_STASH) return 0;
+  int64_t n = (int64_t)__atomic_load_n(&t->capacity, __ATOMIC_RELAXED) - 1 - __atomic_load_n(&t->uses, __ATOMIC_RELAXED);
+  return n < 0 ? 0 : (uint64_t)n;
+}
