@@ -538,6 +538,7 @@ static hz_noinline void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
   cache_age(h);
   if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) hz_remote_drain(h);
   if (h->outbox_used) hz_remote_flush(h);
+  if (h->cur[c]->free != NULL) return span_pop(h, h->cur[c], c); /* (the drain's blocks, current span or stash) */
   for (;;) {
     hz_span_t *s = *hz_heap_cur_slot(h, c);
     if (s != &hz_span_empty) {
@@ -642,6 +643,19 @@ void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
   h->n.remote_back[s->cls]++;
   if (hz_span_push(s, b)) span_after_free(h, s, __atomic_load_n(&h->live, __ATOMIC_RELAXED), true);
+}
+
+/* At the owner's drain, or a collect of an abandoned heap: a block of a
+ * stashed class goes onto the stash (not from the idle trim's adoption,
+ * while the owner's malloc may pop the stash). */
+void hz_heap_block_drained(hz_span_t *s, hz_block_t *b) {
+  hz_span_t *t = s->push_to;
+  if (t == s) {
+    hz_heap_block_returned(s, b);
+    return;
+  }
+  s->heap->n.remote_back[s->cls]++;
+  hz_stash_put(s->heap, t, b);
 }
 
 /* ---- collection, thread exit, adoption ---- */

@@ -631,6 +631,7 @@ hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if ne
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the span was unlisted, or is empty */
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
+void hz_heap_block_drained(hz_span_t *s, hz_block_t *b); /* the same, at its owner's drain */
 void hz_heap_block_back(hz_heap_t *h, hz_span_t *s, hz_block_t *b); /* a stashed block to its span (entered) */
 void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);
@@ -645,6 +646,7 @@ void hz_heaps_collect_abandoned(void);
 void hz_stash_install(hz_heap_t *h, uint32_t c); /* the first refill of class c */
 void hz_stash_full(hz_heap_t *h, hz_span_t *t); /* a free filled stash t: its oldest half goes back */
 void hz_stash_fill(hz_span_t *t, hz_span_t *s); /* refill: blocks of s's list onto stash t */
+void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b); /* a remote free, drained (entered) */
 void hz_stash_empty(hz_heap_t *h);             /* every stashed block back to its span (entered) */
 uint64_t hz_stash_count(const hz_heap_t *h, uint32_t c); /* blocks stashed (racy from other threads) */
 void hz_stash_option_changed(void);

@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void inbox_walk(uintptr_t m, void (
 
 static void drain_one(void *ctx, hz_block_t *b) {
   (void)ctx;
-  hz_heap_block_returned(hz_span_of(b), b);
+  hz_heap_block_drained(hz_span_of(b), b);
 }
 
 bool hz_remote_drain(hz_heap_t *h) {

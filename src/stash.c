@@ -95,6 +95,17 @@ void hz_stash_fill(hz_span_t *t, hz_span_t *s) {
   t->uses -= (int32_t)n; /* (below 0 if more than it holds: the next free sends the oldest back) */
 }
 
+/* A block of a stashed class that another thread freed, at its owner's
+ * drain (entered): onto the stash, as the owner's own free would put it.
+ * (Back in its span, it waited there for the stash to run dry, and each
+ * time the stash did, malloc took the slow path: mt_remote 16-32768 with
+ * 90% of the frees remote ran 8% slower than without stashes.) */
+void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b) {
+  b->next = hz_next_encode(b, t->free);
+  t->free = b;
+  if (--t->uses < 0) stash_flush(h, t, stash_cap(t->cls) / 2);
+}
+
 void hz_stash_full(hz_heap_t *h, hz_span_t *t) {
   hz_heap_enter(h);
   stash_flush(h, t, stash_cap(t->cls) / 2);

@@ -14,6 +14,9 @@
  * 4. A thread's exit empties its stash: blocks a thread allocated and freed
  *    before it exited have their pages back after hz_collect(1) in main,
  *    which reaches no other thread's stash.
+ * 5. Blocks another thread frees go onto their owner's stash when it takes
+ *    them in: the owner's next two mallocs return them (from their spans,
+ *    a block of the current span came first).
  * The class is 20 KiB (20000-byte requests): a stash of 12 blocks by default
  * (HAKOZUNA_STASH=256 KiB), spans of 8 blocks after a first span of one. */
 #include "check.h"
@@ -120,6 +123,36 @@ static void thread_exit(void) {
   CHECKF(kept == 0, "%zu pages of the blocks an exited thread freed still resident after hz_collect(1)", kept);
 }
 
+static char *remote_blocks[2];
+
+static void *free_two(void *arg) {
+  (void)arg;
+  free(remote_blocks[0]);
+  free(remote_blocks[1]);
+  return NULL; /* (the exit sends the thread's remote frees on) */
+}
+
+static void remote_frees(void) {
+  char *b[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = malloc(REQ);
+    if (CHECK(b[i] != NULL)) memset(b[i], 3, REQ);
+  }
+  remote_blocks[0] = b[5];
+  remote_blocks[1] = b[20];
+  pthread_t th;
+  if (!CHECK(pthread_create(&th, NULL, free_two, NULL) == 0)) return;
+  CHECK(pthread_join(th, NULL) == 0);
+  char *x = malloc(REQ), *y = malloc(REQ);
+  CHECKF((x == b[5] && y == b[20]) || (x == b[20] && y == b[5]),
+         "after another thread freed %p and %p, malloc gave %p and %p", (void *)b[5], (void *)b[20], (void *)x,
+         (void *)y);
+  b[5] = x;
+  b[20] = y;
+  for (int i = 0; i < N; i++) free(b[i]);
+  hz_collect(1);
+}
+
 TEST_MAIN() {
   if (tu_page_size() != 4096) {
     printf("SKIP: the geometry assumed here needs 4 KiB pages (have %zu)\n", tu_page_size());
@@ -130,5 +163,6 @@ TEST_MAIN() {
   newest_first();
   counted_and_collected(c);
   thread_exit();
+  remote_frees();
   return check_failed();
 }
