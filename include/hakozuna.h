@@ -169,6 +169,7 @@ typedef struct hz_stats_s {
   uint64_t metadata;             /* segment headers (span descriptors) */
   uint64_t mprotect_calls;       /* mprotect calls (guard pages of the checked build) */
   uint64_t other_os_calls;       /* other system calls and libc system wrappers (threads, sleeps, rusage, ...) */
+  uint64_t unused_stashed;       /* committed, not in use: freed blocks in threads' stashes (HAKOZUNA_STASH) */
 } hz_stats_t;
 
 /* Fill *out (out->size must be set to sizeof(hz_stats_t) of the caller's

@@ -115,7 +115,10 @@ test-install-run: lib
 # (never a real publish); test-rust-msrv: a build with the rust-version the
 # crate declares.
 HZ_CARGO_TARGET := $(abspath $(BUILD))/cargo
-HZ_CARGO = cd bindings/rust && env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET)
+# (both runs in the build's target folder: the second ran in bindings/rust/target,
+# outside the build, which make clean leaves)
+HZ_CARGO_ENV = env -u MAKEFLAGS -u MFLAGS CARGO_TARGET_DIR=$(HZ_CARGO_TARGET)
+HZ_CARGO = cd bindings/rust && $(HZ_CARGO_ENV)
 HZ_MSRV = $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' bindings/rust/Cargo.toml)
 .PHONY: crate-sources test-rust-package test-rust-msrv
 test: test-rust-package test-rust-msrv
@@ -125,7 +128,7 @@ test-rust:
 	if [ $$rc = 77 ]; then echo "SKIP test-rust: needs cargo (see the line above)"; exit 0; fi; \
 	[ $$rc = 0 ] || exit $$rc; \
 	echo "cd bindings/rust && cargo test --locked && cargo test --locked --features 'override checked'"; \
-	$(HZ_CARGO) cargo test --locked && cargo test --locked --features 'override checked'
+	$(HZ_CARGO) cargo test --locked && $(HZ_CARGO_ENV) cargo test --locked --features 'override checked'
 
 # The published crate carries the C sources it compiles (build.rs reads c/
 # when the crate is not inside this repository) and the licence.

@@ -275,6 +275,7 @@ static inline void cache_age(hz_heap_t *h) {
   if (hz_likely(epoch == h->cache_looked)) return;
   __atomic_store_n(&h->cache_looked, epoch, __ATOMIC_RELAXED); /* (read by the purge thread) */
   if (h->cache_slices) heap_flush_cache(h, false);
+  if (h->stash != NULL) hz_stash_age(h);
 }
 static inline hz_span_t *cache_unlink(hz_heap_t *h, size_t n) {
   hz_span_t *s = h->cache[n];

@@ -19,7 +19,8 @@
  * caught) but still out of its span, which counts it as in use. A stash
  * holds HAKOZUNA_STASH KiB (256 by default), 16 blocks at most; the free
  * that fills it sends the older half back to their spans; malloc_trim,
- * hz_collect and the thread's exit send all. Remote frees go to the
+ * hz_collect and the thread's exit send all, and so does the owner's
+ * first slow path after a purge delay with no malloc of the class. Remote frees go to the
  * block's span as before (remote.c). An empty stash makes malloc refill
  * from the span behind it (its `next`), as a class without a stash refills
  * its current span. The idle trim leaves stashes alone, as it leaves
@@ -35,6 +36,13 @@ static uint32_t stash_cap(uint32_t c) {
 static hz_span_t *stash_of(const hz_heap_t *h, uint32_t c) {
   return (hz_span_t *)((char *)h->stash + 64 * (c - HZ_STASH_FIRST));
 }
+
+/* After the descriptors' first lines, in the gap before their second ones:
+ * each class's malloc countdown at the last aging (hz_stash_age). */
+static int64_t *stash_seen(const hz_heap_t *h, uint32_t c) {
+  return (int64_t *)((char *)h->stash + 64 * HZ_STASHED) + (c - HZ_STASH_FIRST);
+}
+_Static_assert(64 * HZ_NCLASS + 8 * HZ_NCLASS <= HZ_SPAN_OWNER_AT, "the aging's words fit the gap");
 
 /* The push that fills it (cap blocks, `kept` there now) turns uses negative. */
 static void stash_arm(hz_span_t *t, uint32_t kept) {
@@ -117,6 +125,20 @@ void hz_stash_empty(hz_heap_t *h) {
   for (uint32_t c = HZ_STASH_FIRST; c < HZ_STASH_FIRST + HZ_STASHED; c++) {
     hz_span_t *t = stash_of(h, c);
     if (t->kind == HZ_SPAN_STASH && t->free != NULL) stash_flush(h, t, 0);
+  }
+}
+
+/* Once a purge delay, at the owner's slow path (heap.c, cache_age): the
+ * stash of a class that had no malloc since the last look goes back to its
+ * spans, which can then empty and go back to the OS. A thread that used a
+ * size once (buffers at start-up) kept its stash of it for good. */
+void hz_stash_age(hz_heap_t *h) {
+  for (uint32_t c = HZ_STASH_FIRST; c < HZ_STASH_FIRST + HZ_STASHED; c++) {
+    hz_span_t *t = stash_of(h, c);
+    if (t->kind != HZ_SPAN_STASH) continue;
+    int64_t now = h->n.sample_left[c], *seen = stash_seen(h, c);
+    if (now == *seen && t->free != NULL) stash_flush(h, t, 0);
+    *seen = now;
   }
 }
 

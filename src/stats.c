@@ -16,7 +16,7 @@
   X(huge_live_bytes) X(segments) X(bytes_reserved) X(bytes_committed) X(bytes_in_use) X(bytes_returned)    \
   X(mmap_calls) X(munmap_calls) X(madvise_calls) X(peak_rss) X(current_rss) X(bytes_allocated)              \
   X(bytes_committed_peak) X(blocks_live) X(unused_in_spans) X(unused_empty_spans) X(unused_span_cache)       \
-  X(unused_huge_cache) X(unused_purge_backlog) X(metadata) X(mprotect_calls) X(other_os_calls)
+  X(unused_huge_cache) X(unused_purge_backlog) X(unused_stashed) X(metadata) X(mprotect_calls) X(other_os_calls)
 
 static int stats_get(hz_stats_t *out);
 
@@ -137,6 +137,7 @@ static int stats_get(hz_stats_t *out) {
   int64_t large_bytes = atomic_load_explicit(&hz_remote_orphan_large_bytes, memory_order_relaxed);
   int64_t transit_large = -large_bytes; /* large bytes freed, their span not yet back with its owner */
   uint64_t back[HZ_NCLASS] = {0}, held[HZ_NCLASS] = {0}, live[HZ_NCLASS] = {0}, transit_bytes = 0;
+  uint64_t stashed[HZ_NCLASS] = {0}, stashed_bytes = 0;
   for (int c = 0; c <= HZ_NCLASS; c++) {
     uint64_t orphans = atomic_load_explicit(&hz_remote_orphans[c], memory_order_relaxed);
     if (c < HZ_NCLASS) cs[c].remote_frees = orphans;
@@ -153,7 +154,7 @@ static int stats_get(hz_stats_t *out) {
 #if HZ_CHECKED
       held[c] += h->quarantined[c]; /* freed, not yet back in their span */
 #endif
-      held[c] += hz_stash_count(h, (uint32_t)c); /* likewise (stash.c) */
+      stashed[c] += hz_stash_count(h, (uint32_t)c); /* freed, out of their span (stash.c) */
       cs[c].refills += h->n.refill[c];
       cs[c].peak += h->n.span_blocks_peak[c];
     }
@@ -174,6 +175,9 @@ static int stats_get(hz_stats_t *out) {
 #endif
   for (int c = 0; c < HZ_NCLASS; c++) {
     cs[c].block_size = hz_class_size((uint32_t)c) - HZ_CANARY_SIZE;
+    uint64_t stash = live[c] > stashed[c] ? stashed[c] : live[c];
+    live[c] -= stash;
+    stashed_bytes += stash * hz_class_size((uint32_t)c);
     /* blocks freed by other threads and not yet back in their span are freed */
     uint64_t transit = (cs[c].remote_frees > back[c] ? cs[c].remote_frees - back[c] : 0) + held[c];
     transit = live[c] > transit ? transit : live[c];
@@ -217,6 +221,7 @@ static int stats_get(hz_stats_t *out) {
   stats_get_usage(out);
   /* freed blocks still on their way back to their span */
   out->unused_in_spans += transit_bytes + (transit_large > 0 ? (uint64_t)transit_large : 0);
+  out->unused_stashed = stashed_bytes;
   return 0;
 }
 
@@ -239,7 +244,7 @@ static const char *human(char buf[16], uint64_t b) {
 /* The report: the options in effect, a row per size class in use (blocks,
  * then bytes), where the memory is, and at exit the blocks never freed. */
 static void stats_report(FILE *f, const hz_stats_t *st, bool at_exit) {
-  char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16];
+  char b1[16], b2[16], b3[16], b4[16], b5[16], b6[16], b7[16];
   fprintf(f, "hakozuna %s statistics, pid %d\n", HZ_LIB_VERSION, hz_os_pid());
   hz_options_print(f);
   fprintf(f, "%7s %10s %10s %12s %12s %12s %10s %9s %9s %9s\n", "block", "live", "peak*", "mallocs", "frees",
@@ -266,10 +271,11 @@ static void stats_report(FILE *f, const hz_stats_t *st, bool at_exit) {
           human(b3, st->bytes_committed), human(b4, st->bytes_committed_peak));
   fprintf(f, "memory: %.1f MiB reserved, %.1f MiB committed, %.1f MiB in use, %.1f MiB returned to the OS\n",
           mib(st->bytes_reserved), mib(st->bytes_committed), mib(st->bytes_in_use), mib(st->bytes_returned));
-  fprintf(f, "committed, not in use: %s free in spans in use, %s empty spans kept, %s span caches, "
+  fprintf(f, "committed, not in use: %s free in spans in use, %s stashed, %s empty spans kept, %s span caches, "
              "%s huge cache, %s purge backlog; %s metadata\n",
-          human(b1, st->unused_in_spans), human(b2, st->unused_empty_spans), human(b3, st->unused_span_cache),
-          human(b4, st->unused_huge_cache), human(b5, st->unused_purge_backlog), human(b6, st->metadata));
+          human(b1, st->unused_in_spans), human(b7, st->unused_stashed), human(b2, st->unused_empty_spans),
+          human(b3, st->unused_span_cache), human(b4, st->unused_huge_cache), human(b5, st->unused_purge_backlog),
+          human(b6, st->metadata));
   fprintf(f, "process: rss %.1f MiB now, %.1f MiB peak; %u thread heaps live, %llu segments\n", mib(st->current_rss),
           mib(st->peak_rss), st->thread_count, (unsigned long long)st->segments);
   fprintf(f, "os calls: %llu mmap, %llu munmap, %llu madvise, %llu mprotect, %llu other\n",
@@ -308,8 +314,8 @@ void hz_stats_malloc_info(FILE *out) {
   for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all)
     for (int c = 0; c < HZ_NCLASS; c++) capacity[c] += h->n.span_blocks[c];
   uint64_t free_count = 0;
-  uint64_t unused = st->unused_in_spans + st->unused_empty_spans + st->unused_span_cache + st->unused_huge_cache +
-                    st->unused_purge_backlog;
+  uint64_t unused = st->unused_in_spans + st->unused_stashed + st->unused_empty_spans + st->unused_span_cache +
+                    st->unused_huge_cache + st->unused_purge_backlog;
   fprintf(out, "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n");
   size_t from = 1;
   for (uint32_t c = 0; c < st->class_count; c++) {

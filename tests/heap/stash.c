@@ -7,7 +7,8 @@
  *    other (each span's own list would have handed out a block of the
  *    current span, fresh or freed long before).
  * 2. Statistics count stashed blocks as freed: live blocks of the class are
- *    exactly those not freed, and the report's unused room includes them.
+ *    exactly those not freed, and unused_stashed counts the stashed ones
+ *    (whole blocks, up to the stash's 12).
  * 3. hz_collect(1) empties the stash: every page of the freed blocks past
  *    the one holding the free-list link is back with the OS (stashed, no
  *    span of theirs would see them free).
@@ -17,6 +18,10 @@
  * 5. Blocks another thread frees go onto their owner's stash when it takes
  *    them in: the owner's next two mallocs return them (from their spans,
  *    a block of the current span came first).
+ * 6. A class the thread stops using gives its stash back once a purge
+ *    delay has passed while the thread goes on with other sizes (slow-path
+ *    calls: large blocks): unused_stashed falls to 0 (within 10 s; with the
+ *    purge delay at 20 ms it takes well under one). Kept, it stayed.
  * The class is 20 KiB (20000-byte requests): a stash of 12 blocks by default
  * (HAKOZUNA_STASH=256 KiB), spans of 8 blocks after a first span of one. */
 #include "check.h"
@@ -27,6 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define REQ 20000
 #define N 40
@@ -39,6 +45,14 @@ static int class_of(size_t bs) {
   for (uint32_t c = 0; c < st.class_count; c++)
     if (st.classes[c].block_size >= bs) return (int)c;
   return -1;
+}
+
+static uint64_t stashed_bytes(void) {
+  hz_stats_t st;
+  memset(&st, 0, sizeof st);
+  st.size = sizeof st;
+  CHECK(hz_stats_get(&st) == 0);
+  return st.unused_stashed;
 }
 
 static hz_class_stats_t class_stats(int c) {
@@ -92,6 +106,9 @@ static void counted_and_collected(int c) {
          (unsigned long long)now.live, (unsigned long long)(before.live + N / 2));
   CHECKF(now.frees == before.frees + N / 2, "%llu frees counted, want %llu", (unsigned long long)now.frees,
          (unsigned long long)(before.frees + N / 2));
+  uint64_t stashed = stashed_bytes();
+  CHECKF(stashed > 0 && stashed % 20480 == 0 && stashed <= 12 * 20480, "%llu bytes stashed",
+         (unsigned long long)stashed);
   hz_collect(1);
   size_t kept = 0;
   for (int i = 0; i < N; i += 2) kept += resident_tail(b[i]);
@@ -153,6 +170,28 @@ static void remote_frees(void) {
   hz_collect(1);
 }
 
+static void stash_ages(void) {
+  char *b[N];
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 20) == 0);
+  for (int i = 0; i < N; i++) {
+    b[i] = malloc(REQ);
+    if (CHECK(b[i] != NULL)) memset(b[i], 4, REQ);
+  }
+  for (int i = 0; i < N; i++) free(b[i]);
+  uint64_t stashed = stashed_bytes();
+  CHECKF(stashed >= 6 * 20480, "%llu bytes stashed after %d frees", (unsigned long long)stashed, N);
+  /* Other sizes only, through the slow path (large blocks), no call of the
+   * stashed class: its stash ages. */
+  double give_up = tu_now() + 10;
+  while (stashed != 0 && tu_now() < give_up) {
+    for (int i = 0; i < 100; i++) free(malloc(40000 + (size_t)i * 1000));
+    usleep(5000);
+    stashed = stashed_bytes();
+  }
+  CHECKF(stashed == 0, "%llu bytes still stashed after 10 s of a class not used", (unsigned long long)stashed);
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 100) == 0);
+}
+
 TEST_MAIN() {
   if (tu_page_size() != 4096) {
     printf("SKIP: the geometry assumed here needs 4 KiB pages (have %zu)\n", tu_page_size());
@@ -164,5 +203,6 @@ TEST_MAIN() {
   counted_and_collected(c);
   thread_exit();
   remote_frees();
+  stash_ages();
   return check_failed();
 }

@@ -220,7 +220,7 @@ static void test_remote_counts(void) {
   check_remote(&s0, &s1, "owner alive");
   /* the blocks on their way back are unused room in spans: committed memory
    * stays accounted for exactly */
-  uint64_t parts = s1.bytes_in_use + s1.unused_in_spans + s1.unused_empty_spans + s1.unused_span_cache +
+  uint64_t parts = s1.bytes_in_use + s1.unused_in_spans + s1.unused_stashed + s1.unused_empty_spans + s1.unused_span_cache +
                    s1.unused_huge_cache + s1.unused_purge_backlog + s1.metadata;
   CHECKF(parts == s1.bytes_committed, "committed %llu, in use + unused + metadata %llu",
          (unsigned long long)s1.bytes_committed, (unsigned long long)parts);

@@ -31,7 +31,7 @@ static hz_stats_t get(void) {
 }
 
 static uint64_t unused_sum(const hz_stats_t *s) {
-  return s->unused_in_spans + s->unused_empty_spans + s->unused_span_cache + s->unused_huge_cache +
+  return s->unused_in_spans + s->unused_stashed + s->unused_empty_spans + s->unused_span_cache + s->unused_huge_cache +
          s->unused_purge_backlog;
 }
 

@@ -24,6 +24,6 @@ const size_t hakozuna_rs_layout[] = {
     STATS(bytes_committed_peak), STATS(blocks_live),  STATS(unused_in_spans),
     STATS(unused_empty_spans), STATS(unused_span_cache), STATS(unused_huge_cache),
     STATS(unused_purge_backlog), STATS(metadata),     STATS(mprotect_calls),
-    STATS(other_os_calls),
+    STATS(other_os_calls), STATS(unused_stashed),
 };
 const size_t hakozuna_rs_layout_len = sizeof hakozuna_rs_layout / sizeof hakozuna_rs_layout[0];

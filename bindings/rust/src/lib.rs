@@ -467,6 +467,8 @@ pub struct Stats {
     pub mprotect_calls: u64,
     /// Other system calls and libc system wrappers (threads, sleeps, rusage, ...).
     pub other_os_calls: u64,
+    /// Committed, not in use: freed blocks in threads' stashes (HAKOZUNA_STASH).
+    pub unused_stashed: u64,
 }
 
 impl Stats {
@@ -494,7 +496,7 @@ mod tests {
     use super::*;
 
     extern "C" {
-        static hakozuna_rs_layout: [usize; 43];
+        static hakozuna_rs_layout: [usize; 44];
         static hakozuna_rs_layout_len: usize;
     }
 
@@ -553,6 +555,7 @@ mod tests {
             offset_of!(Stats, metadata),
             offset_of!(Stats, mprotect_calls),
             offset_of!(Stats, other_os_calls),
+            offset_of!(Stats, unused_stashed),
         ];
         let c = unsafe { &hakozuna_rs_layout };
         assert_eq!(unsafe { hakozuna_rs_layout_len }, rust.len(), "csrc/layout.c lists other fields");
