@@ -142,6 +142,10 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   if (h == NULL) return NULL;
   /* (the program may have become threaded: the next safe point may start the purge thread) */
   atomic_store_explicit(&hz_purge_skip, 0, memory_order_relaxed);
+  if (!hz_os_single_threaded()) { /* it does, with nothing waiting yet (purge.c) */
+    int none = 0;
+    atomic_compare_exchange_strong(&hz_purge_pending, &none, HZ_PURGE_RESTART);
+  }
   /* may allocate (keys beyond 32); the heap is already usable then */
   if (atomic_load_explicit(&hz_heap_key_ready, memory_order_acquire)) hz_os_thread_key_set(hz_heap_key, h);
   return h;
@@ -154,6 +158,12 @@ hz_heap_t *hz_heap_get(void) {
 }
 
 hz_heap_t *hz_heaps_first(void) { return atomic_load_explicit(&hz_heaps_all, memory_order_acquire); }
+
+bool hz_heaps_live(void) {
+  for (hz_heap_t *h = hz_heaps_first(); h != NULL; h = h->next_all)
+    if (__atomic_load_n(&h->live, __ATOMIC_RELAXED)) return true;
+  return false;
+}
 
 /* ---- class lists ----
  * Refills take the head. A new span goes there; a full span that a free
@@ -572,7 +582,10 @@ static inline void *alloc_small_done(hz_heap_t *h, uint32_t c, void *p, size_t r
 }
 
 static hz_noinline void *alloc_small_slow(hz_heap_t *h, uint32_t c, size_t request) {
-  if (h == &hz_heap_empty && (h = heap_setup()) == NULL) goto oom;
+  /* (h is what the fast path read: a thread's first malloc may have started
+   * the purge thread since, whose pthread_create allocated and set this
+   * thread's heap up -- a second one leaked the first, docs/perf.md §61) */
+  if (h == &hz_heap_empty && (h = hz_heap_get()) == NULL) goto oom;
   hz_heap_enter(h);
   void *p = heap_alloc_small(h, c);
   hz_heap_leave(h);

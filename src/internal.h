@@ -598,8 +598,11 @@ void hz_arena_purge(bool force);
 bool hz_arena_dirty(void);       /* free slices wait for their purge */
 void hz_arena_fork_child(void);
 /* Set when memory starts waiting for its purge delay; the purge layer starts
- * its thread at the next safe point (hz_purge_poll). */
+ * its thread at the next safe point (hz_purge_poll). HZ_PURGE_RESTART: no
+ * memory is known to wait, but a threaded program's purge thread is not
+ * running and starts there too (purge.c). */
 extern _Atomic int hz_purge_pending;
+#define HZ_PURGE_RESTART 2
 /* Purge delays counted by the purger's looks (purge.c). Spans in a heap's
  * cache are stamped with it instead of the clock (a vDSO call on every
  * retire): a span stamped two delays ago has waited at least one. */
@@ -660,6 +663,7 @@ static inline hz_span_t **hz_heap_cur_slot(hz_heap_t *h, uint32_t c) {
 void hz_heaps_trim_caches(void);
 bool hz_heaps_cache_left(void);
 hz_heap_t *hz_heaps_first(void);
+bool hz_heaps_live(void);              /* some thread has a heap (purge.c) */
 void hz_heap_fork_child(void);
 void hz_thread_key_init(void);
 void hz_heap_page_size_init(void);

@@ -17,11 +17,16 @@
  * themselves (arena.c). errno is kept: this runs inside malloc and free.
  *
  * The thread wakes every purge delay and returns what has waited long
- * enough, then exits as soon as nothing is left to return. So a program
- * that frees and then idles gets its memory back without calling the
- * allocator again, and a program whose last thread ends (main calling
- * pthread_exit, a child forked from a thread) is kept alive by it for one
- * purge delay at most. */
+ * enough. So a program that frees and then idles gets its memory back
+ * without calling the allocator again. Since frees cannot start it, it is
+ * started at a threaded program's first safe points, whether memory waits
+ * or not, and it stays while owners are active and HZ_PURGE_LINGER_MS after
+ * (a thread that allocated for a while and then freed it all before idling
+ * kept it all: the thread had gone, nothing having waited, docs/perf.md
+ * §61); it then leaves HZ_PURGE_RESTART for the next safe point to start it
+ * again. It leaves at once when no thread has a heap: a program whose last
+ * thread ends (main calling pthread_exit, a child forked from a thread) is
+ * kept alive by it for one purge delay at most. */
 #include "internal.h"
 
 enum { PURGE_IDLE, PURGE_RUNNING };
@@ -29,11 +34,23 @@ enum { PURGE_IDLE, PURGE_RUNNING };
 static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
 _Atomic uint64_t hz_purge_epoch;
 
+#define HZ_PURGE_LINGER_MS 1000
+
+/* Nothing to do at this look, since *quiet (ms; 0: from now): stay for the
+ * frees yet to come, unless no thread has a heap any more (the thread count
+ * in /proc still has a main thread that ended with pthread_exit). */
+static bool purge_linger(uint64_t *quiet) {
+  uint64_t now = hz_os_now_ms();
+  if (*quiet == 0) *quiet = now;
+  return now - *quiet < HZ_PURGE_LINGER_MS && hz_heaps_live();
+}
+
 static void *purge_thread_main(void *arg) {
   (void)arg;
   static hz_hot_const const char name[] = "hakozuna-purge";
   hz_os_thread_name(name);
   bool looked_again = false;
+  uint64_t quiet = 0;
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
     atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
@@ -45,16 +62,20 @@ static void *purge_thread_main(void *arg) {
     hz_heaps_trim_caches();
     /* Heaps are trimmed once idle for a whole delay: when nothing else is
      * left, one more look if some owner was active at this one. */
-    bool again = false, active = hz_trim_idle(&again) && !looked_again;
+    bool again = false, busy = hz_trim_idle(&again), active = busy && !looked_again;
     bool left = hz_arena_dirty() || huge_left || hz_heaps_cache_left() || again;
     looked_again = !left && active;
-    if (delay > 0 && (left || active)) continue;
+    if (busy || left) quiet = 0;
+    if (delay > 0 && (left || active || purge_linger(&quiet))) continue;
     /* Memory that began to wait after the checks above was left to us by
-     * its freer (it saw us running): look once more after going idle. */
+     * its freer (it saw us running): look once more after going idle.
+     * Else the next safe point starts us again. */
     atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);
-    if (!atomic_load_explicit(&hz_purge_pending, memory_order_seq_cst)) return NULL;
+    int none = 0;
+    if (atomic_compare_exchange_strong(&hz_purge_pending, &none, HZ_PURGE_RESTART)) return NULL;
     int idle = PURGE_IDLE;
     if (!atomic_compare_exchange_strong(&hz_purge_state, &idle, PURGE_RUNNING)) return NULL;
+    quiet = 0;
   }
 }
 
