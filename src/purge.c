@@ -137,6 +137,10 @@ void hz_purge_start(void) {
 void hz_purge_fork_child(void) {
   atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_relaxed);
   atomic_store_explicit(&hz_purge_retry_ms, 0, memory_order_relaxed);
+  /* (the child has one thread, though glibc still calls it threaded: its
+   * purge thread waits for memory that waits, or for a thread of its own) */
+  int restart = HZ_PURGE_RESTART;
+  atomic_compare_exchange_strong(&hz_purge_pending, &restart, 0);
 }
 
 static void collect(int force, bool trim) {
