@@ -229,7 +229,7 @@ pub enum Opt {
     PurgeDelay,
     /// purge in a background thread while the program idles
     PurgeThread,
-    /// allow transparent huge pages on segments
+    /// transparent huge pages for segments: 1 asks the kernel for them, 0 for none (also under its "always" policy)
     Thp,
     /// MiB of address space reserved per OS request for segments
     ArenaReserve,
