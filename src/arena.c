@@ -198,11 +198,6 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
     if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_reserve(want = HZ_SEG_SIZE, HZ_SEG_SIZE, closed);
     if (r == NULL) return NULL;
     a->region_closed = closed;
-    /* Without HAKOZUNA_THP, no huge pages, also where the kernel's policy is
-     * "always" (Fedora's, RHEL's, Arch's default): there a segment's first
-     * touched byte made 2 MiB resident, and khugepaged filled the holes
-     * that purges had made (docs/perf.md §62). */
-    hz_os_advise_huge(r, want, hz_opt(HZ_OPTION_THP) != 0);
     a->region_next = (uintptr_t)r;
     a->region_end = a->region_next + want;
     a->reserved_bytes += want;

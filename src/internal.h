@@ -525,9 +525,8 @@ void *hz_os_reserve(size_t size, size_t align, bool closed);
 bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
-int hz_os_move(void *from, void *to, size_t size);  /* 0; -errno: not moved; 1: moved, `from` a hole */
+int hz_os_move(void *from, void *to, size_t size, size_t from_mapping); /* 0; -errno: not moved; 1: moved, `from` a hole */
 int hz_os_relocate(void *from, void *to, size_t size); /* 0; -errno: not moved. `from` is a hole after */
-void hz_os_advise_huge(void *p, size_t size, bool enable);
 int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused (out of mappings) */
 int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows: -1, not done) */
 /* (hz_os_readonly(p, size, false) maps the range again where mprotect fails: only what nothing wrote yet) */

@@ -205,7 +205,7 @@ static hz_huge_t *donor_take(uint64_t cached_before) {
  * moved. */
 static bool donor_move(hz_huge_t *d, hz_huge_t *own, size_t have, size_t size) {
   char *from = (char *)d + d->resident - size;
-  int r = hz_os_move(from, (char *)own + have, size);
+  int r = hz_os_move(from, (char *)own + have, size, d->map_size);
   hz_lock(&hz_huge_lock);
   if (r < 0) hz_huge_splits -= 4;
   else d->splits += 2, own->splits += 2, d->resident -= size;

@@ -147,11 +147,32 @@ static void *os_map_window(size_t size, size_t align, int prot, int flags) {
   return got;
 }
 
-static void *os_map(size_t size, size_t align, int prot, int flags) {
+/* Transparent huge pages. With HAKOZUNA_THP=1 every mapping of ours asks
+ * for them. Without it regions of segments ask for none, also where the
+ * kernel's policy is "always" (Fedora's, RHEL's, Arch's default): there a
+ * segment's first touched byte made 2 MiB resident, and khugepaged filled
+ * the 2 MiB ranges whose pages the purge had returned. So do huge blocks'
+ * mappings under 16 MiB, whose last 2 MiB page held up to 1.8 MiB past a
+ * 2.2 MB block; bigger ones follow the kernel's policy, as glibc's do: the
+ * most a 2 MiB page wastes there is an eighth, and 4 KiB faults took 40 MB
+ * blocks 1.9x the time (docs/perf.md §62). */
+#define OS_THP_KERNEL_MIN ((size_t)16 << 20)
+static bool os_thp_kernel(size_t mapping) { return !hz_opt(HZ_OPTION_THP) && mapping >= OS_THP_KERNEL_MIN; }
+static void os_advise_thp(void *p, size_t size) {
+  int errno_saved = errno;
+  (void)madvise(p, size, hz_opt(HZ_OPTION_THP) ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  errno = errno_saved;
+  count(&hz_os_stats.madvise_calls, 1);
+}
+
+static void *os_map(size_t size, size_t align, int prot, int flags, bool region) {
   flags |= MAP_PRIVATE | MAP_ANONYMOUS;
   void *p = HZ_MAP_WINDOW && align >= HZ_SEG_SIZE ? os_map_window(size, align, prot, flags)
                                                  : os_map_anywhere(size, align, prot, flags);
-  if (p != NULL) count(&hz_os_stats.bytes_mapped, size);
+  if (p != NULL) {
+    count(&hz_os_stats.bytes_mapped, size);
+    if (region || !os_thp_kernel(size)) os_advise_thp(p, size);
+  }
   return p;
 }
 
@@ -159,11 +180,11 @@ static void *os_map(size_t size, size_t align, int prot, int flags) {
  * default heuristic overcommit a request larger than memory and swap fails
  * with ENOMEM (a program that asked for 2^46 bytes to see malloc fail got
  * them, and the OOM killer ended it when it used them). */
-void *hz_os_map(size_t size, size_t align) { return os_map(size, align, PROT_READ | PROT_WRITE, 0); }
+void *hz_os_map(size_t size, size_t align) { return os_map(size, align, PROT_READ | PROT_WRITE, 0, false); }
 /* The arena's regions of segments are address space taken ahead (arena.c
  * says when they are reserved closed, to be opened a segment at a time). */
 void *hz_os_reserve(size_t size, size_t align, bool closed) {
-  return os_map(size, align, closed ? PROT_NONE : PROT_READ | PROT_WRITE, MAP_NORESERVE);
+  return os_map(size, align, closed ? PROT_NONE : PROT_READ | PROT_WRITE, MAP_NORESERVE, true);
 }
 bool hz_os_commit(void *p, size_t size) { return hz_os_readonly(p, size, false) == 0; }
 
@@ -179,7 +200,7 @@ void hz_os_unmap(void *p, size_t size) {
  * MREMAP_DONTUNMAP would do it in one call, but qemu-user loses track of the
  * source range.) 0; -errno if nothing moved; 1 if the pages moved but
  * `from` could not be mapped again and is now a hole. */
-int hz_os_move(void *from, void *to, size_t size) {
+int hz_os_move(void *from, void *to, size_t size, size_t from_mapping) {
   int errno_saved = errno, r = 0;
   void *back;
   if (mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED)
@@ -191,6 +212,8 @@ int hz_os_move(void *from, void *to, size_t size) {
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0)) != from) {
     if (back != MAP_FAILED) munmap(back, size);
     r = 1;
+  } else {
+    if (!os_thp_kernel(from_mapping)) os_advise_thp(from, size); /* (as its mapping was) */
   }
   errno = errno_saved;
   count(&hz_os_stats.other_calls, r < 0 ? 1 : 2);
@@ -236,13 +259,6 @@ void hz_os_purge(void *p, size_t size) {
   }
   memset((void *)lo, 0, hi - lo);
   errno = errno_saved;
-}
-
-void hz_os_advise_huge(void *p, size_t size, bool enable) {
-  int errno_saved = errno;
-  (void)madvise(p, size, enable ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-  errno = errno_saved;
-  count(&hz_os_stats.madvise_calls, 1);
 }
 
 int hz_os_protect(void *p, size_t size, bool accessible) {

@@ -113,8 +113,8 @@ void hz_os_purge(void *p, size_t size) {
 
 /* No way to move pages between two placeholders' views without a section:
  * callers fault them in instead. */
-int hz_os_move(void *from, void *to, size_t size) {
-  (void)from, (void)to, (void)size;
+int hz_os_move(void *from, void *to, size_t size, size_t from_mapping) {
+  (void)from, (void)to, (void)size, (void)from_mapping;
   return -ENOSYS;
 }
 int hz_os_relocate(void *from, void *to, size_t size) {
@@ -123,7 +123,6 @@ int hz_os_relocate(void *from, void *to, size_t size) {
 }
 
 /* Large pages need a privilege most programs lack: nothing to advise. */
-void hz_os_advise_huge(void *p, size_t size, bool enable) { (void)p, (void)size, (void)enable; }
 
 /* (no mlockall here: the segment map's pages stay as the loader made them) */
 int hz_os_readonly(void *p, size_t size, bool readonly) {

@@ -229,7 +229,7 @@ pub enum Opt {
     PurgeDelay,
     /// purge in a background thread while the program idles
     PurgeThread,
-    /// transparent huge pages for segments: 1 asks the kernel for them, 0 for none (also under its "always" policy)
+    /// transparent huge pages: 1 asks the kernel for them, 0 for none in segments and blocks under 16 MiB (also under its "always" policy)
     Thp,
     /// MiB of address space reserved per OS request for segments
     ArenaReserve,
