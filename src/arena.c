@@ -72,7 +72,7 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
   uintptr_t region_next, region_end;
   bool region_closed;         /* reserved inaccessible: segments are opened one by one */
   uint64_t segment_count, reserved_bytes;
-  uint32_t regions;           /* reserved so far: each is twice the last, up to ARENA_RESERVE */
+  uint32_t regions;           /* reserved so far (single-threaded, each is twice the last) */
   uint64_t free_clean_slices; /* free slices known not to be backed */
   uint64_t dirty_slices;
   uint64_t last_purge_ms;
@@ -186,12 +186,19 @@ static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align, 
 
 static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   if (a->region_next == a->region_end) {
-    /* Regions start at one segment and double, so that a small program
-     * takes little address space; under `ulimit -v` (RLIMIT_AS), where
-     * address space is what runs out, they stay one segment. */
+    /* While the program has one thread, regions start at one segment and
+     * double, so that a small program takes little address space; under
+     * `ulimit -v` (RLIMIT_AS), where address space is what runs out, they
+     * stay one segment. A threaded program reserves the whole ARENA_RESERVE
+     * at once, as it did before the doubling: each region is an mmap (and
+     * an madvise) under the arena's lock, and with the doubling a flood of
+     * 1,000 threads on 16 cores, each arena growing 4, 8, 16, 32 MiB while
+     * the threads start, ran 2.7x slower at 4x the peak RSS (docs/perf.md
+     * section 64). */
     size_t want = (size_t)hz_opt(HZ_OPTION_ARENA_RESERVE) << 20;
-    size_t grown = hz_os_address_space_limited() ? HZ_SEG_SIZE : HZ_SEG_SIZE << (a->regions < 16 ? a->regions : 16);
-    if (grown < want) want = grown;
+    size_t grown = HZ_SEG_SIZE << (a->regions < 16 ? a->regions : 16);
+    if (hz_os_address_space_limited()) want = HZ_SEG_SIZE;
+    else if (hz_os_single_threaded() && grown < want) want = grown;
     want = (want + HZ_SEG_MASK) & ~HZ_SEG_MASK;
     bool closed = atomic_load_explicit(&arena_reserve_closed, memory_order_seq_cst);
     void *r = hz_os_reserve(want, HZ_SEG_SIZE, closed);

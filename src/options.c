@@ -35,7 +35,7 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_THP] = {"thp", 0, 0, 1, "bool", "transparent huge pages: 1 asks the kernel for them, 0 for none in segments and blocks under 16 MiB, also where its policy is always"},
   [HZ_OPTION_ARENA_RESERVE] = {"arena_reserve", 64, 4, 1048576, "MiB",
                                "most address space one OS request for segments reserves "
-                               "(the first takes 4 MiB, each next twice the last)"},
+                               "(a single-threaded program's first takes 4 MiB, each next twice the last)"},
   [HZ_OPTION_THREAD_CACHE] = {"thread_cache", 4096, 0, 1048576, "KiB", "empty spans each thread keeps for reuse"},
   [HZ_OPTION_HUGE_CACHE] = {"huge_cache", 256, 0, 1048576, "MiB", "freed huge blocks (above 2 MiB) kept mapped for reuse"},
   [HZ_OPTION_CHECK] = {"check", 1, 0, 1, "level",
