@@ -8,9 +8,9 @@
  * finding a run a few word operations.
  *
  * There are several pools ("arenas", one per CPU up to 16), each with its own
- * lock, segments and regions; a heap takes spans from the arena it was given
- * when it was created, and a span goes back to the arena of its segment. So
- * threads contend on a span pool only with the few others sharing it.
+ * lock, segments and regions; a threaded program's heap takes spans from the
+ * arena of the CPU it runs on (hz_arena_here), and a span goes back to the
+ * arena of its segment. So threads running at once rarely contend on a pool.
  *
  * Dirty slices are returned with madvise once they have been free for
  * HAKOZUNA_PURGE_DELAY ms: from the allocating threads when they return spans,
@@ -129,7 +129,26 @@ void hz_arena_close_reserve(void) {
   }
 }
 
+/* Written under the arena's lock; read without it by other arenas' threads
+ * looking for freed memory (arena_steal_dirty). */
+static inline void dirty_add(hz_arena_t *a, int64_t n) {
+  __atomic_store_n(&a->dirty_slices, a->dirty_slices + (uint64_t)n, __ATOMIC_RELAXED);
+}
+
 uint32_t hz_arena_pick(uint32_t heap_index) { return heap_index % hz_arena_count; }
+
+/* A threaded program's spans come from the arena of the CPU the thread runs
+ * on, not from one fixed per thread: threads running at once then rarely
+ * share a lock, and a thread that holds one is rarely preempted by another
+ * that wants it. With an arena per thread, 1,000 threads on 2 cores (500 to
+ * a lock) queued behind preempted holders, and ran 3.5x slower at 7x the
+ * peak RSS (thread_flood, docs/perf.md section 65). A single-threaded
+ * program keeps its one arena wherever it runs, and so its few segments. */
+uint32_t hz_arena_here(uint32_t fallback) {
+  if (hz_arena_count == 1 || hz_os_single_threaded()) return fallback;
+  int cpu = hz_os_current_cpu();
+  return cpu >= 0 ? (uint32_t)cpu % hz_arena_count : fallback;
+}
 
 /* ---- bitmaps ---- */
 static inline hz_mask_t mask_get(const uint64_t *m) { return (hz_mask_t)m[0] | (hz_mask_t)m[1] << 64; }
@@ -258,7 +277,7 @@ bool hz_arena_release(void) {
       }
       *link = seg->next;
       size_t dirty = mask_popcount(mask_get(seg->dirty_mask));
-      a->dirty_slices -= dirty;
+      dirty_add(a, -(int64_t)dirty);
       a->free_clean_slices -= HZ_SLICES - 1 - dirty;
       a->segment_count--;
       a->reserved_bytes -= HZ_SEG_SIZE;
@@ -302,7 +321,7 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   mask_put(seg->aged_mask, mask_get(seg->aged_mask) & ~run);
   seg->free_slices -= (uint32_t)n;
   a->free_clean_slices -= n - dirty;
-  a->dirty_slices -= dirty;
+  dirty_add(a, -(int64_t)dirty);
   if (n > dirty) hz_stats_commit((int64_t)((n - dirty) * HZ_SLICE_SIZE));
   hz_span_t *s = hz_seg_span(seg, idx);
   for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = s;
@@ -314,32 +333,56 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   return s;
 }
 
+/* A run of n slices from a's segments, under its lock: memory still backed
+ * by pages first (no faults, no RSS growth while freed spans wait for their
+ * purge), then, unless dirty_only, any free run; each search goes round the
+ * segments from where the last one succeeded. */
+static hz_span_t *arena_find(hz_arena_t *a, size_t n, size_t align, bool dirty_only) {
+  hz_segment_t *first = a->hint ? a->hint : a->segments;
+  for (int pass = 0; pass < (dirty_only ? 2 : 4); pass++) {
+    bool dirty = pass < 2;
+    if (dirty && a->dirty_slices < n) continue;
+    for (hz_segment_t *seg = pass & 1 ? a->segments : first; seg != NULL; seg = seg->next) {
+      if ((pass & 1) && seg == first) break;
+      if (seg->free_slices < n) continue;
+      size_t idx = segment_find_run(seg, n, align, dirty);
+      if (idx) {
+        a->hint = seg;
+        return segment_take(a, seg, idx, n);
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Freed, still backed slices of another arena, before clean ones of a's. A
+ * span goes back to the arena of its segment, so where threads allocate in
+ * turns from two arenas (a producer's blocks freed by a consumer), one
+ * arena's freed memory waited out the purge delay while the other faulted
+ * in new pages (xmalloc-test: 35 MiB waiting at its peak, docs/perf.md
+ * section 65). Called with a's lock held: the others are only tried, never
+ * waited for, so no two threads can wait for each other's. */
+static hz_span_t *arena_steal_dirty(uint32_t arena_index, size_t n, size_t align) {
+  for (uint32_t k = 1; k < hz_arena_count; k++) {
+    hz_arena_t *b = &hz_arenas[(arena_index + k) % hz_arena_count];
+    if (b->lost || __atomic_load_n(&b->dirty_slices, __ATOMIC_RELAXED) < n || !hz_trylock(&b->lock)) continue;
+    hz_span_t *s = arena_find(b, n, align, true);
+    hz_unlock(&b->lock);
+    if (s != NULL) return s;
+  }
+  return NULL;
+}
+
 hz_span_t *hz_arena_alloc_span(uint32_t arena_index, size_t n, size_t align) {
   for (uint32_t i = 0; hz_arenas[arena_index].lost; i++) { /* only after a fork */
     if (i == HZ_ARENAS_MAX) return NULL;
     arena_index = (arena_index + 1) % HZ_ARENAS_MAX;
   }
   hz_arena_t *a = &hz_arenas[arena_index];
-  hz_span_t *s = NULL;
   hz_lock(&a->lock);
-  /* Reuse memory still backed by pages first (no faults, no RSS growth while
-   * freed spans wait for their purge), then any free run; each search goes
-   * round the segments from where the last one succeeded. */
-  hz_segment_t *first = a->hint ? a->hint : a->segments;
-  for (int pass = 0; pass < 4 && s == NULL; pass++) {
-    bool dirty_only = pass < 2;
-    if (dirty_only && a->dirty_slices < n) continue;
-    for (hz_segment_t *seg = pass & 1 ? a->segments : first; seg != NULL; seg = seg->next) {
-      if ((pass & 1) && seg == first) break;
-      if (seg->free_slices < n) continue;
-      size_t idx = segment_find_run(seg, n, align, dirty_only);
-      if (idx) {
-        s = segment_take(a, seg, idx, n);
-        a->hint = seg;
-        break;
-      }
-    }
-  }
+  hz_span_t *s = arena_find(a, n, align, true);
+  if (s == NULL) s = arena_steal_dirty(arena_index, n, align);
+  if (s == NULL) s = arena_find(a, n, align, false);
   if (s == NULL) {
     hz_segment_t *seg = segment_new(a, arena_index);
     size_t idx = seg ? segment_find_run(seg, n, align, false) : 0;
@@ -379,7 +422,7 @@ static void purge_locked(hz_arena_t *a, bool force) {
       while (j < HZ_SLICES && ((left >> j) & 1)) j++;
       hz_os_purge((char *)seg + i * HZ_SLICE_SIZE, (j - i) * HZ_SLICE_SIZE);
       left &= ~mask_run(i, j - i);
-      a->dirty_slices -= j - i;
+      dirty_add(a, -(int64_t)(j - i));
       a->free_clean_slices += j - i;
       hz_stats_commit(-(int64_t)((j - i) * HZ_SLICE_SIZE));
     }
@@ -414,7 +457,7 @@ void hz_arena_free_span(hz_span_t *s, bool purge_now) {
   }
   mask_put(seg->dirty_mask, mask_get(seg->dirty_mask) | run);
   seg->freed_at = now;
-  a->dirty_slices += s->slice_count;
+  dirty_add(a, s->slice_count);
   if (delay == 0) purge_locked(a, true);
   else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
   if (delay > 0 && a->dirty_slices * HZ_SLICE_SIZE > HZ_PURGE_BUDGET &&

@@ -346,20 +346,21 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
     s->zeroed = 0;
     return s;
   }
-  s = hz_arena_alloc_span(h->arena, slices, align);
+  uint32_t arena = hz_arena_here(h->arena);
+  s = hz_arena_alloc_span(arena, slices, align);
   if (s == NULL) {
     /* Cached spans may coalesce into a fit, and the checked build's
      * quarantine holds freed blocks back (a program that freed all of its
      * blocks at the RLIMIT_AS limit got none again, not even after). */
     hz_heap_collect(h, true);
-    s = hz_arena_alloc_span(h->arena, slices, align);
+    s = hz_arena_alloc_span(arena, slices, align);
   }
   if (s == NULL) { /* out of address space? what exited threads' heaps got freed, cached huge
                      * mappings and unused segments go back */
     hz_heaps_collect_abandoned();
     hz_huge_purge(true);
     hz_arena_release();
-    s = hz_arena_alloc_span(h->arena, slices, align);
+    s = hz_arena_alloc_span(arena, slices, align);
   }
   if (HZ_CHECKED && s != NULL && !hz_checked_span_protect(s, false)) {
     hz_arena_free_span(s, false); /* closed, as a span the quarantine lets go */

@@ -517,6 +517,7 @@ extern size_t hz_os_page_size;
 extern size_t hz_span_granule;
 void hz_os_init(void);
 unsigned hz_os_cpu_count(void);
+int hz_os_current_cpu(void); /* -1: unknown */
 void *hz_os_map(size_t size, size_t align);       /* NULL on failure */
 /* Address space for segments: usable as it is, or closed, to be made usable
  * a segment at a time by hz_os_commit (Windows always closes it: it charges
@@ -591,6 +592,7 @@ void hz_options_print(FILE *out); /* one line: name=value ... */
 /* ---- arena.c ---- */
 void hz_arena_init(void);
 uint32_t hz_arena_pick(uint32_t heap_index);
+uint32_t hz_arena_here(uint32_t fallback); /* the arena of the CPU the thread runs on */
 hz_span_t *hz_arena_alloc_span(uint32_t arena, size_t slices, size_t align_slices);
 void hz_arena_free_span(hz_span_t *s, bool purge_now); /* purge_now: its pages go back at once */
 void hz_arena_purge(bool force);
@@ -869,15 +871,16 @@ size_t hz_checked_request(const hz_block_t *b, size_t block_size, const char *fn
 static inline size_t hz_huge_guard(void) { return HZ_CHECKED ? hz_os_page_size : 0; }
 
 /* ---- locks ----
- * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's; the huge
- * cache's alone; nothing that may allocate or wait for another thread is
- * called with one held. */
+ * The lock rule (ARCHITECTURE.md): heaps lock, then an arena's (which may
+ * try another arena's, never wait for it); the huge cache's alone; nothing
+ * that may allocate or wait for another thread is called with one held. */
 #ifdef _WIN32
 /* SRW locks; no fork on Windows, so no holder to remember. */
 typedef struct { SRWLOCK m; } hz_lock_t;
 #define HZ_LOCK_INIT { SRWLOCK_INIT }
 static inline void hz_lock(hz_lock_t *l) { AcquireSRWLockExclusive(&l->m); }
 static inline void hz_unlock(hz_lock_t *l) { ReleaseSRWLockExclusive(&l->m); }
+static inline bool hz_trylock(hz_lock_t *l) { return TryAcquireSRWLockExclusive(&l->m) != 0; }
 static inline bool hz_lock_lost_in_fork(hz_lock_t *l) { (void)l; return false; }
 static inline bool hz_lock_held_here(const hz_lock_t *l) { (void)l; return false; }
 #else
@@ -898,6 +901,11 @@ static inline void hz_lock(hz_lock_t *l) {
 static inline void hz_unlock(hz_lock_t *l) {
   l->holder = NULL;
   pthread_mutex_unlock(&l->m);
+}
+static inline bool hz_trylock(hz_lock_t *l) {
+  if (pthread_mutex_trylock(&l->m) != 0) return false;
+  l->holder = &hz_lock_me;
+  return true;
 }
 /* In a forked child: true when a thread that did not survive the fork held
  * the lock; it is then made free again, and the caller must rebuild or

@@ -63,6 +63,15 @@ unsigned hz_os_cpu_count(void) {
   return n > 0 ? (unsigned)n : 1;
 }
 
+/* The CPU this thread runs on now, or -1 if the OS will not say (glibc reads
+ * it from the thread's rseq area: no system call). */
+int hz_os_current_cpu(void) {
+  int errno_saved = errno;
+  int cpu = sched_getcpu();
+  errno = errno_saved;
+  return cpu;
+}
+
 static void os_unmap(void *p, size_t size) {
   int errno_saved = errno;
   if (munmap(p, size) != 0) hz_warning("munmap(%p, %zu) failed (errno %d)", p, size, errno);

@@ -58,6 +58,8 @@ unsigned hz_os_cpu_count(void) {
   return n ? (unsigned)n : 1;
 }
 
+int hz_os_current_cpu(void) { return (int)GetCurrentProcessorNumber(); }
+
 /* Reservations are 64 KiB-aligned; a larger alignment is found by reserving
  * size + align, releasing it and taking the aligned part (another thread may
  * take the hole in between: then try again). */
