@@ -663,6 +663,13 @@ void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   if (hz_span_push(s, b)) span_after_free(h, s, __atomic_load_n(&h->live, __ATOMIC_RELAXED), true);
 }
 
+/* The same for n blocks of s linked first..last, whose span is no stash's. */
+void hz_heap_blocks_returned(hz_span_t *s, hz_block_t *first, hz_block_t *last, uint32_t n) {
+  hz_heap_t *h = s->heap;
+  h->n.remote_back[s->cls] += n;
+  if (hz_span_push_list(s, first, last, n)) span_after_free(h, s, __atomic_load_n(&h->live, __ATOMIC_RELAXED), true);
+}
+
 /* At the owner's drain, or a collect of an abandoned heap: a block of a
  * stashed class goes onto the stash (not from the idle trim's adoption,
  * while the owner's malloc may pop the stash). */

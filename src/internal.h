@@ -396,6 +396,23 @@ static inline bool hz_span_push(hz_span_t *s, hz_block_t *b) {
 #endif
 }
 
+/* n blocks already linked first..last (their links and free tags written)
+ * go back on the span's list at once: a remote batch of one span, drained
+ * by its owner (remote.c). The same contract and order as hz_span_push. */
+static inline bool hz_span_push_list(hz_span_t *s, hz_block_t *first, hz_block_t *last, uint32_t n) {
+  last->next = hz_next_encode(last, s->free);
+  hz_block_retag(last);
+  s->free = first;
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__SANITIZE_THREAD__)
+  atomic_signal_fence(memory_order_release);
+  return (s->uses -= (int32_t)n) < 0;
+#else
+  int32_t uses = s->uses - (int32_t)n;
+  __atomic_store_n(&s->uses, uses, __ATOMIC_RELEASE);
+  return uses < 0;
+#endif
+}
+
 /* ---- Heaps (per-thread caches) ---- */
 #define HZ_OUTBOX 8
 #define HZ_QUARANTINE 1024      /* checked build: freed small blocks held back */
@@ -636,6 +653,7 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the s
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 void hz_heap_block_drained(hz_span_t *s, hz_block_t *b); /* the same, at its owner's drain */
+void hz_heap_blocks_returned(hz_span_t *s, hz_block_t *first, hz_block_t *last, uint32_t n); /* n linked, at once */
 void hz_heap_block_back(hz_heap_t *h, hz_span_t *s, hz_block_t *b); /* a stashed block to its span (entered) */
 void hz_heap_block_purge(hz_block_t *b, size_t bs); /* a free block's pages but the first */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align_slices);

@@ -15,8 +15,19 @@
  * just written, one after the other (docs/perf.md §21). A batch whose
  * largest block cannot hold the others' addresses (blocks of 16 bytes), and
  * every batch of the checked build (whose free blocks hold a fill pattern),
- * goes as a linked list. In the inbox, a link to a carrier has bit 0 set. */
+ * goes as a linked list.
+ *
+ * A batch whose blocks all lie in one span -- the usual case: a consumer
+ * frees a producer's blocks in the order they were made -- is a run: its
+ * list, already linked and tagged as the span's own list would be, goes
+ * onto the span whole, and the owner touches two of its blocks instead of
+ * every one (xmalloc-test's 64-byte blocks, too small to carry the others'
+ * addresses, were a chain of dependent cache misses: docs/perf.md §66). Its
+ * first block holds the count and the last block. In the inbox, a link to a
+ * carrier has bit 0 set, a link to a run bit 1. */
 #include "internal.h"
+
+enum { INBOX_CARRIER = 1, INBOX_RUN = 2, INBOX_BITS = 3 };
 
 typedef struct hz_carrier_s {
   hz_block_t block;            /* link to the next batch, free tag */
@@ -24,22 +35,45 @@ typedef struct hz_carrier_s {
   hz_block_t *blocks[];        /* the batch's other blocks */
 } hz_carrier_t;
 
+typedef struct hz_run_s {
+  hz_block_t block;            /* link to the run's next block, free tag */
+  uint64_t count;              /* blocks in the run, this one included */
+  hz_block_t *last;            /* whose link is the next batch's */
+} hz_run_t;
+
 /* Addresses a block of `size` bytes can carry. */
 static inline size_t carrier_room(size_t size) {
   return HZ_CHECKED || size < sizeof(hz_carrier_t) ? 0 : (size - sizeof(hz_carrier_t)) / sizeof(hz_block_t *);
+}
+
+/* Whether the n blocks of o are a run: blocks of at least a run's header,
+ * all in the span of the first. (Blocks in transit keep their spans.) */
+static bool outbox_is_run(const hz_outbox_t *o, uint32_t n) {
+  if (HZ_CHECKED || n < 2 || o->carrier_size < sizeof(hz_run_t)) return false;
+  const hz_span_t *s = hz_span_of(o->blocks[0]);
+  if (s->push_to != s) return false;
+  uintptr_t base = hz_span_base(s), len = (uintptr_t)s->slice_count * HZ_SLICE_SIZE;
+  for (uint32_t i = 1; i < n; i++)
+    if ((uintptr_t)o->blocks[i] - base >= len) return false;
+  return true;
 }
 
 static void outbox_send(hz_outbox_t *o) {
   hz_heap_t *owner = o->owner;
   uint32_t n = o->count;
   hz_block_t *first, *last;
-  if (n > 1 && carrier_room(o->carrier_size) >= n - 1) {
+  if (outbox_is_run(o, n)) { /* newest first, as the list below */
+    hz_run_t *r = (hz_run_t *)o->blocks[n - 1];
+    r->count = n;
+    r->last = last = o->blocks[0];
+    first = (hz_block_t *)((uintptr_t)r | INBOX_RUN);
+  } else if (n > 1 && carrier_room(o->carrier_size) >= n - 1) {
     hz_carrier_t *c = (hz_carrier_t *)o->blocks[o->carrier];
     o->blocks[o->carrier] = o->blocks[n - 1];
     c->count = n - 1;
     for (uint32_t i = 0; i < n - 1; i++) c->blocks[i] = o->blocks[i];
     last = &c->block;
-    first = (hz_block_t *)((uintptr_t)c | 1);
+    first = (hz_block_t *)((uintptr_t)c | INBOX_CARRIER);
   } else {
     /* newest first, as when blocks were pushed on a list one by one (the
      * other order made xmalloc-test, blocks of up to 64 bytes, 4-15%
@@ -125,15 +159,19 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
 }
 
 /* Calls fn on every block of the inbox chain from m: a carrier after the
- * blocks it carries, and after its link was read (fn may reuse the block). */
+ * blocks it carries, and after its link was read (fn may reuse the block).
+ * A run goes to run whole if it takes it (true; it moves m on), else block
+ * by block as a list. */
 static inline __attribute__((always_inline)) void inbox_walk(uintptr_t m, void (*fn)(void *, hz_block_t *),
+                                                             bool (*run)(void *, hz_run_t *, uintptr_t *),
                                                              void *ctx) {
   while (m != 0) {
-    hz_block_t *b = (hz_block_t *)(m & ~(uintptr_t)1);
+    hz_block_t *b = (hz_block_t *)(m & ~(uintptr_t)INBOX_BITS);
+    if ((m & INBOX_RUN) && run != NULL && run(ctx, (hz_run_t *)b, &m)) continue;
 #if HZ_CHECKED
     hz_checked_link(b, hz_span_of(b)->block_size);
 #endif
-    if (m & 1) {
+    if (m & INBOX_CARRIER) {
       hz_carrier_t *c = (hz_carrier_t *)b;
       for (uint64_t i = 0, n = c->count; i < n; i++) fn(ctx, c->blocks[i]);
     }
@@ -147,10 +185,21 @@ static void drain_one(void *ctx, hz_block_t *b) {
   hz_heap_block_drained(hz_span_of(b), b);
 }
 
+/* (a stashed class's blocks go onto its stash one by one) */
+static bool drain_run(void *ctx, hz_run_t *r, uintptr_t *m) {
+  (void)ctx;
+  hz_span_t *s = hz_span_of(r);
+  if (s->push_to != s) return false;
+  hz_block_t *last = r->last;
+  *m = (uintptr_t)hz_next_decode(last, last->next);
+  hz_heap_blocks_returned(s, &r->block, last, (uint32_t)r->count);
+  return true;
+}
+
 bool hz_remote_drain(hz_heap_t *h) {
   uintptr_t m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
   if (m == 0) return false;
-  inbox_walk(m, drain_one, NULL);
+  inbox_walk(m, drain_one, drain_run, NULL);
   return true;
 }
 
@@ -229,8 +278,8 @@ bool hz_remote_trim(hz_heap_t *h) {
   if (m == 0 || m == (uintptr_t)h->trim_inbox) return false;
   m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
   trim_ctx_t t = {.heap = h, .seen = h->trim_inbox, .fresh = true};
-  inbox_walk(m, trim_count, NULL);
-  inbox_walk(m, trim_one, &t);
+  inbox_walk(m, trim_count, NULL, NULL);
+  inbox_walk(m, trim_one, NULL, &t);
   if (t.keep != NULL) {
     hz_block_t *old = atomic_load_explicit(&h->inbox, memory_order_relaxed);
     do {

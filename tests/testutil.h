@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <hakozuna.h>
 #ifdef _WIN32
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -168,6 +170,13 @@ static inline long tu_statm_mib_quiet(int vm) {
 }
 static inline long tu_rss_mib_quiet(void) { return tu_statm_mib_quiet(0); }
 #endif
+
+/* The allocator's statistics now, into *st (hz_stats_get's result). */
+static inline int tu_stats(hz_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  st->size = sizeof *st;
+  return hz_stats_get(st);
+}
 
 /* An environment variable as a number, or def. */
 static inline double tu_env_double(const char *name, double def) {

@@ -25,6 +25,7 @@
  * depend on how fast the machine runs; stashes are off (HAKOZUNA_STASH=0),
  * so that freed blocks go back to their spans at once. */
 #include "check.h"
+#include "testutil.h"
 
 #include <hakozuna.h>
 #include <stdint.h>
@@ -34,9 +35,7 @@
 
 static uint64_t committed_peak(void) {
   hz_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  if (hz_stats_get(&st) != 0) return 0;
+  if (tu_stats(&st) != 0) return 0;
   return st.bytes_committed_peak;
 }
 
@@ -78,9 +77,7 @@ static void varied_sizes(void) {
 /* Blocks of the 32 KiB class in spans of this heap, at most ever (stats). */
 static uint64_t class_peak(size_t block_size) {
   hz_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  if (hz_stats_get(&st) != 0) return 0;
+  if (tu_stats(&st) != 0) return 0;
   for (uint32_t i = 0; i < st.class_count; i++)
     if (st.classes[i].block_size == block_size) return st.classes[i].peak;
   return 0;

@@ -39,9 +39,7 @@
 
 static int class_of(size_t bs) {
   hz_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  if (hz_stats_get(&st) != 0) return -1;
+  if (tu_stats(&st) != 0) return -1;
   for (uint32_t c = 0; c < st.class_count; c++)
     if (st.classes[c].block_size >= bs) return (int)c;
   return -1;
@@ -49,17 +47,13 @@ static int class_of(size_t bs) {
 
 static uint64_t stashed_bytes(void) {
   hz_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  CHECK(hz_stats_get(&st) == 0);
+  CHECK(tu_stats(&st) == 0);
   return st.unused_stashed;
 }
 
 static hz_class_stats_t class_stats(int c) {
   hz_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  CHECK(hz_stats_get(&st) == 0);
+  CHECK(tu_stats(&st) == 0);
   return st.classes[c];
 }
 
