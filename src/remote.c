@@ -62,10 +62,15 @@ static void outbox_send(hz_outbox_t *o) {
   hz_heap_t *owner = o->owner;
   uint32_t n = o->count;
   hz_block_t *first, *last;
-  if (outbox_is_run(o, n)) { /* newest first, as the list below */
-    hz_run_t *r = (hz_run_t *)o->blocks[n - 1];
+  if (outbox_is_run(o, n)) {
+    /* Relinked oldest first (lines still in this cache), so that the
+     * owner's mallocs hand the blocks out in the order it made them, as a
+     * fresh span's: xmalloc-test's 64-byte blocks ran 2.5-4% faster than
+     * newest first (docs/perf.md §66). */
+    for (uint32_t i = 0; i + 1 < n; i++) o->blocks[i]->next = hz_next_encode(o->blocks[i], o->blocks[i + 1]);
+    hz_run_t *r = (hz_run_t *)o->blocks[0];
     r->count = n;
-    r->last = last = o->blocks[0];
+    r->last = last = o->blocks[n - 1];
     first = (hz_block_t *)((uintptr_t)r | INBOX_RUN);
   } else if (n > 1 && carrier_room(o->carrier_size) >= n - 1) {
     hz_carrier_t *c = (hz_carrier_t *)o->blocks[o->carrier];
