@@ -14,7 +14,6 @@
  * block each from the same segment (one pool), where with a pool per thread
  * they took them from two. On a machine with one allowed CPU all threads
  * share the one pool, where the same holds. */
-#define _GNU_SOURCE
 #include "check.h"
 #include "testutil.h"
 
