@@ -137,6 +137,13 @@ def large_cases(cfg):
                  {}, 0.5e-3 * iters)]
 
 
+def calloc_cases(cfg):
+    iters = pick(cfg, 20, 100, 200)
+    return [Case("calloc", f"{mib} MiB, {'every page' if every == 1 else f'1 page in {every}'}",
+                 ["calloc", iters, mib, every], {"mib": mib, "every": every}, 0.5e-3 * mib * iters)
+            for mib in (8, 64) for every in (1, 256)]
+
+
 def realloc_cases(cfg):
     iters = pick(cfg, 200_000, 2_000_000, 5_000_000)
     return [Case("realloc", f"{mode} to <=16KiB", ["realloc_growth", mode, iters, 64, 16384, 1],
@@ -256,6 +263,13 @@ BENCHES = [
           "mmap/munmap storm.",
           Metric("ops_per_sec", "Kops/s", 1e-3),
           [Metric("faults_per_op", "faults/op", fmt="{:.0f}")], large_cases),
+    Bench("calloc", "calloc: a zeroed buffer reused",
+          "Each op callocs 8 or 64 MiB, writes a byte in every page or in one page of "
+          "256, and frees it. Clearing reused memory by writing zeros costs time and RSS "
+          "where the program leaves the pages alone; handing out fresh pages costs page "
+          "faults where it writes them all.",
+          Metric("ops_per_sec", "ops/s"),
+          [Metric("faults_per_op", "faults/op", fmt="{:.0f}")], calloc_cases),
     Bench("realloc", "realloc growth",
           "64 live strings grown by appends of 1-32 bytes up to a random length <= 16 KiB, "
           "then freed: 'append' reallocs to the exact length each time, 'double' doubles "

@@ -88,8 +88,12 @@ static inline void *alloc_class(size_t c, size_t request, alloc_ask_t ask) {
  * back at the free instead (heap.c), as glibc's munmap would. */
 static bool goes_huge(size_t n, size_t align) { return n + HZ_LARGE_GUARD > HZ_LARGE_MAX || align > HZ_LARGE_MAX; }
 
+/* calloc's clearing of the first `dirty` bytes of a big block: past them
+ * the pages are untouched or went back to the OS, zero. */
+static void clear_big(void *p, size_t dirty, size_t n) { hz_os_clear(p, dirty < n ? dirty : n); }
+
 static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
-  bool zeroed = false;
+  size_t dirty = 0;
   void *p;
   if (n > HZ_MAX_REQUEST) {
     errno = ENOMEM;
@@ -97,14 +101,14 @@ static hz_noinline void *alloc_big(size_t n, size_t align, bool zero) {
   }
   if (n == 0) n = 1; /* aligned requests of 0 bytes still get a real block */
   hz_init(); /* the checked build's guard follows the page size */
-  if (hz_unlikely(hz_profile_rate() != 0) && (p = hz_profile_big(n, align, &zeroed)) != NULL) {
-    if (zero && !zeroed) memset(p, 0, n);
+  if (hz_unlikely(hz_profile_rate() != 0) && (p = hz_profile_big(n, align, &dirty)) != NULL) {
+    if (zero) clear_big(p, dirty, n);
     return p;
   }
-  if (!goes_huge(n, align)) p = hz_large_alloc(hz_tls_heap, n, align, &zeroed);
-  else p = hz_huge_alloc(n, align, &zeroed);
+  if (!goes_huge(n, align)) p = hz_large_alloc(hz_tls_heap, n, align, &dirty);
+  else p = hz_huge_alloc(n, align, &dirty);
   if (p == NULL) hz_verbose("out of memory: a request of %zu bytes failed", n);
-  if (p != NULL && zero && !zeroed) memset(p, 0, n);
+  if (p != NULL && zero) clear_big(p, dirty, n);
   hz_purge_poll();
   return p;
 }

@@ -543,6 +543,7 @@ void *hz_os_reserve(size_t size, size_t align, bool closed);
 bool hz_os_commit(void *p, size_t size);
 void hz_os_unmap(void *p, size_t size);
 void hz_os_purge(void *p, size_t size);            /* pages read back as zero */
+void hz_os_clear(void *p, size_t size);            /* memset 0, but absent pages stay absent */
 int hz_os_move(void *from, void *to, size_t size, size_t from_mapping); /* 0; -errno: not moved; 1: moved, `from` a hole */
 int hz_os_relocate(void *from, void *to, size_t size); /* 0; -errno: not moved. `from` is a hole after */
 int hz_os_protect(void *p, size_t size, bool accessible); /* 0; -errno: refused (out of mappings) */
@@ -777,9 +778,9 @@ bool hz_remote_trim(hz_heap_t *h);
 
 /* ---- large.c ---- */
 size_t hz_large_block_size(size_t size);
-void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed);
+void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, size_t *dirty);
 bool hz_large_resize(void *p, size_t size);
-void *hz_huge_alloc(size_t size, size_t align, bool *zeroed);
+void *hz_huge_alloc(size_t size, size_t align, size_t *dirty);
 void hz_huge_free(void *p, const char *fn);
 size_t hz_huge_usable(const void *p, const char *fn);
 bool hz_huge_resize(void *p, size_t size, const char *fn);
@@ -955,7 +956,7 @@ static inline long hz_profile_rate(void) {
 __attribute__((returns_nonnull)) void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request); /* its class's counter went below 0 */
 void hz_profile_arm(hz_heap_t *h);
 /* Large and huge mallocs: a sampled block, or NULL to allocate as usual. */
-void *hz_profile_big(size_t size, size_t align, bool *zeroed);
+void *hz_profile_big(size_t size, size_t align, size_t *dirty);
 void hz_profile_free(hz_span_t *s);  /* s->sample is set */
 void hz_profile_huge_free(const void *p);
 extern _Atomic long hz_profile_huge_live; /* sampled huge blocks live */

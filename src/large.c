@@ -34,7 +34,7 @@ static uint64_t large_recip(size_t n) {
   return r;
 }
 
-void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
+void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, size_t *dirty) {
   if (h == &hz_heap_empty || !h->live) h = hz_heap_get();
   size_t bs = h ? hz_large_block_size(size) : 0;
   size_t slices = (bs + HZ_SLICE_SIZE - 1) / HZ_SLICE_SIZE;
@@ -60,7 +60,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, bool *zeroed) {
   __atomic_store_n(&s->limit, s->recip * (slices * HZ_SLICE_SIZE), __ATOMIC_RELAXED); /* hz_limit(span, 1) */
   s->unlisted = 1;
   s->free = NULL;
-  *zeroed = s->zeroed;
+  *dirty = s->zeroed ? 0 : size;
   if (HZ_CHECKED && hz_checked_guard_may_split())
     hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
@@ -284,7 +284,7 @@ static void cache_drop_all(void) {
   }
 }
 
-void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
+void *hz_huge_alloc(size_t size, size_t align, size_t *dirty) {
   size_t offset = align > HZ_HUGE_HEADER ? align : HZ_HUGE_HEADER;
   size_t base_align = align > HZ_SEG_SIZE ? align : HZ_SEG_SIZE;
   if (size > HZ_MAX_REQUEST || offset > HZ_MAX_REQUEST) {
@@ -294,6 +294,7 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
   size_t guard = hz_huge_guard(), ps = hz_os_page_size;
   size_t used = (offset + size + guard + ps - 1) & ~(ps - 1);
   size_t need = (used + HZ_SEG_MASK) & ~HZ_SEG_MASK;
+  bool fresh = false;
   hz_lock(&hz_huge_lock);
   hz_huge_t *hh = cache_take(need, used, base_align);
   hz_unlock(&hz_huge_lock);
@@ -321,9 +322,8 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
     hh->magic = hz_key ^ (uintptr_t)hh;
     segmap_mark(hh, HZ_MAP_HUGE);
     hh->resident = gather(hh, ps, used, UINT64_MAX); /* (the header page faults in) */
-    *zeroed = hh->resident == ps;
+    fresh = true;
   } else {
-    *zeroed = false;
     /* Pages short of this block come from mappings left for half the purge
      * delay, whose pages would soon go back to the OS; a mapping freed just
      * now is likely to serve a block soon itself, and each move costs as
@@ -333,6 +333,9 @@ void *hz_huge_alloc(size_t size, size_t align, bool *zeroed) {
   }
   hh->offset = offset;
   hh->used_size = used;
+  /* Past what was resident, pages are untouched or went back: zero. A fresh
+   * mapping's header page holds nothing of the block but the header. */
+  *dirty = hh->resident <= offset || (fresh && hh->resident == ps) ? 0 : hh->resident - offset;
   if (hh->resident < used) hh->resident = used;
   hh->cached = false;
   if (guard) hz_os_protect((char *)hh + used - guard, guard, false);

@@ -270,6 +270,50 @@ void hz_os_purge(void *p, size_t size) {
   errno = errno_saved;
 }
 
+/* Zeros size bytes, writing only the pages that are resident: the others
+ * read zero already, or do once madvise drops them (a page swapped out
+ * holds its data until then). A reused buffer that the program used
+ * sparsely stays sparse (a 64 MiB calloc'ed block, a few pages of it used
+ * each time: 1.6 MiB resident where writing zeros over it made 64), and
+ * one it used whole is cleared at memset's speed, where dropping its pages
+ * made the program fault them in again at ~5x the cost (docs/perf.md §68).
+ * Short runs of absent pages are written: one madvise call each would cost
+ * more. */
+#define OS_CLEAR_MIN ((size_t)1 << 20)
+#define OS_CLEAR_RUN 16 /* pages */
+void hz_os_clear(void *p, size_t size) {
+  uintptr_t a = (uintptr_t)p, ps = os_real_page_size; /* (mincore's unit) */
+  uintptr_t lo = (a + ps - 1) & ~(ps - 1), hi = (a + size) & ~(ps - 1);
+  if (size < OS_CLEAR_MIN || hi <= lo) {
+    memset(p, 0, size);
+    return;
+  }
+  memset(p, 0, lo - a);
+  memset((void *)hi, 0, a + size - hi);
+  unsigned char vec[1024]; /* (a thread's stack may be small) */
+  int errno_saved = errno;
+  for (uintptr_t at = lo; at < hi;) {
+    size_t pages = (hi - at) / ps < sizeof vec ? (hi - at) / ps : sizeof vec;
+    count(&hz_os_stats.other_calls, 1);
+    if (mincore((void *)at, pages * ps, vec) != 0) memset(vec, 1, pages);
+    for (size_t i = 0, j; i < pages; i = j) {
+      bool in = vec[i] & 1;
+      for (j = i + 1; j < pages && (vec[j] & 1) == in; j++) {}
+      uintptr_t q = at + i * ps, e = at + j * ps, big = hz_os_page_size;
+      uintptr_t ql = (q + big - 1) & ~(big - 1), el = e & ~(big - 1); /* (hz_os_purge's pages) */
+      if (in || j - i < OS_CLEAR_RUN || el <= ql) {
+        memset((void *)q, 0, e - q);
+        continue;
+      }
+      memset((void *)q, 0, ql - q);
+      hz_os_purge((void *)ql, el - ql);
+      memset((void *)el, 0, e - el);
+    }
+    at += pages * ps;
+  }
+  errno = errno_saved;
+}
+
 int hz_os_protect(void *p, size_t size, bool accessible) {
   int errno_saved = errno;
   int r = mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0 ? 0 : -errno;

@@ -113,6 +113,20 @@ void hz_os_purge(void *p, size_t size) {
   atomic_fetch_add_explicit(&hz_os_stats.bytes_returned, hi - lo, memory_order_relaxed);
 }
 
+/* (no cheap query of which pages are resident: from 32 MiB, where a
+ * buffer's pages are the likelier to go unused, they go back instead) */
+void hz_os_clear(void *p, size_t size) {
+  uintptr_t a = (uintptr_t)p, ps = hz_os_page_size;
+  uintptr_t lo = (a + ps - 1) & ~(ps - 1), hi = (a + size) & ~(ps - 1);
+  if (size < ((size_t)32 << 20) || hi <= lo) {
+    memset(p, 0, size);
+    return;
+  }
+  memset(p, 0, lo - a);
+  memset((void *)hi, 0, a + size - hi);
+  hz_os_purge((void *)lo, hi - lo);
+}
+
 /* No way to move pages between two placeholders' views without a section:
  * callers fault them in instead. */
 int hz_os_move(void *from, void *to, size_t size, size_t from_mapping) {

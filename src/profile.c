@@ -228,16 +228,16 @@ static void prof_unrecord(hz_prof_rec_t *r) {
 }
 
 /* Serve a sampled block of n bytes (p: the chance it had to be sampled). */
-static void *prof_sample_alloc(size_t n, size_t align, double p, bool *zeroed) {
+static void *prof_sample_alloc(size_t n, size_t align, double p, size_t *dirty) {
   uintptr_t pc[HZ_PROF_DEPTH];
   prof_busy = 1;
   uint32_t depth = prof_capture(pc);
   void *q;
   hz_span_t *s = NULL;
   if (n + HZ_LARGE_GUARD <= HZ_LARGE_MAX && align <= HZ_LARGE_MAX) {
-    if ((q = hz_large_alloc(hz_tls_heap, n, align, zeroed)) != NULL) s = hz_span_of(q);
+    if ((q = hz_large_alloc(hz_tls_heap, n, align, dirty)) != NULL) s = hz_span_of(q);
   } else {
-    q = hz_huge_alloc(n, align, zeroed);
+    q = hz_huge_alloc(n, align, dirty);
   }
   if (q != NULL) {
     hz_lock(&prof_lock);
@@ -298,8 +298,8 @@ hz_hot_text void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) 
    * samples again. */
   hz_heap_count_restart(h, c, prof_gap(bs, rate) + h->n.sample_left[c] + 1);
   if (prof_busy) return prof_unsampled(b, c, request);
-  bool zeroed;
-  void *q = prof_sample_alloc(request ? request : 1, 1, prof_one_minus_exp_neg((double)bs / (double)rate), &zeroed);
+  size_t dirty;
+  void *q = prof_sample_alloc(request ? request : 1, 1, prof_one_minus_exp_neg((double)bs / (double)rate), &dirty);
   if (q == NULL) return prof_unsampled(b, c, request);
   /* b goes back to its span (the current one of its class: it stays
    * pinned), and is not counted as a small malloc */
@@ -310,7 +310,7 @@ hz_hot_text void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) 
   return q;
 }
 
-void *hz_profile_big(size_t n, size_t align, bool *zeroed) {
+void *hz_profile_big(size_t n, size_t align, size_t *dirty) {
   long rate = hz_profile_rate();
   if (prof_big_rate != rate) {
     prof_big_rate = rate;
@@ -319,7 +319,7 @@ void *hz_profile_big(size_t n, size_t align, bool *zeroed) {
   prof_big_left -= (int64_t)n;
   if (prof_big_left >= 0 || prof_busy) return NULL;
   prof_big_left = prof_gap(1, rate);
-  return prof_sample_alloc(n, align, prof_one_minus_exp_neg((double)n / (double)rate), zeroed);
+  return prof_sample_alloc(n, align, prof_one_minus_exp_neg((double)n / (double)rate), dirty);
 }
 
 void hz_profile_free(hz_span_t *s) {

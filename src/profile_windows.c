@@ -28,8 +28,8 @@ void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) {
   return b;
 }
 
-void *hz_profile_big(size_t size, size_t align, bool *zeroed) {
-  (void)size, (void)align, (void)zeroed;
+void *hz_profile_big(size_t size, size_t align, size_t *dirty) {
+  (void)size, (void)align, (void)dirty;
   return NULL;
 }
 

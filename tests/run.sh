@@ -136,6 +136,7 @@ if [ $mode = glibc ]; then
   g init/fork_signal 120 "$B/init/fork_signal"
   g purge/trim 120 "$B/purge/trim"
   g purge/trim_pages 60 "$B/purge/trim_pages"
+  g purge/calloc_reuse 60 "$B/purge/calloc_reuse"
   g purge/errno 60 "$B/purge/errno"
   g arena/as_limit 60 "$B/arena/as_limit"
   g arena/as_budget 60 "$B/arena/as_budget"
@@ -205,6 +206,9 @@ else
     t init/fork_reclaim 90 - hakozuna "$B/init/fork_reclaim"
   e purge/trim "its own thread counts in /proc/self/status" h purge/trim 120 "$B/purge/trim"
   e purge/trim_pages "RSS counts the emulator's own memory" h purge/trim_pages 60 "$B/purge/trim_pages"
+  e purge/calloc_reuse "RSS counts the emulator's own memory" h purge/calloc_reuse 60 "$B/purge/calloc_reuse"
+  e "purge/calloc_reuse [checked]" "RSS counts the emulator's own memory" \
+    t "purge/calloc_reuse [checked]" 60 "$lib_checked" hakozuna-checked "$B/purge/calloc_reuse"
   e purge/errno "RLIMIT_AS does not bound the emulator's mappings" h purge/errno 60 "$B/purge/errno"
   e purge/mlock "mlockall would lock the emulator's own memory" h purge/mlock 60 "$B/purge/mlock"
   e "purge/mlock [checked]" "mlockall would lock the emulator's own memory" \
