@@ -144,6 +144,12 @@ def calloc_cases(cfg):
             for mib in (8, 64) for every in (1, 256)]
 
 
+def rounds_cases(cfg):
+    rounds = pick(cfg, 5, 20, 40)
+    return [Case("rounds", label, ["rounds", rounds, 100000, lo, hi, 1], {}, est * rounds)
+            for label, lo, hi, est in (("4000 B", 4000, 4000, 0.04), ("16 B-8 KiB", 16, 8192, 0.05))]
+
+
 def realloc_cases(cfg):
     iters = pick(cfg, 200_000, 2_000_000, 5_000_000)
     return [Case("realloc", f"{mode} to <=16KiB", ["realloc_growth", mode, iters, 64, 16384, 1],
@@ -270,6 +276,12 @@ BENCHES = [
           "faults where it writes them all.",
           Metric("ops_per_sec", "ops/s"),
           [Metric("faults_per_op", "faults/op", fmt="{:.0f}")], calloc_cases),
+    Bench("rounds", "rounds: a batch program's working set built and freed",
+          "One thread allocates 100,000 blocks (4000 bytes, or random in 16 B-8 KiB), writes "
+          "a byte in each of their pages, frees them all, and starts again. Memory given "
+          "back at each round is faulted in again at the next (faults/round). Op: one "
+          "malloc and its free.",
+          OPS, [Metric("faults_per_round", "faults/round", fmt="{:.0f}")], rounds_cases),
     Bench("realloc", "realloc growth",
           "64 live strings grown by appends of 1-32 bytes up to a random length <= 16 KiB, "
           "then freed: 'append' reallocs to the exact length each time, 'double' doubles "

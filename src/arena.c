@@ -77,6 +77,10 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
   uint64_t dirty_slices;
   uint64_t last_purge_ms;
   uint64_t last_aged_ms;      /* its last aging look (purge_locked) */
+  /* The budget of freed memory its frees let wait while no purge thread
+   * runs (0: HZ_PURGE_BUDGET); when they last purged for it (0: not since
+   * it last grew) and how much since; when it last grew: arena_regrow. */
+  uint64_t budget, budget_purged_ms, budget_purged, budget_grown_ms;
   /* In a forked child: a lost thread held the lock, the arena may be torn.
    * Never used again there; spans of it that are freed are leaked. */
   bool lost;
@@ -312,6 +316,29 @@ static void span_clear(hz_span_t *s) {
   memset(&s->free, 0, 64);
 }
 
+/* A program without the purge thread (single-threaded) that frees more than
+ * the budget has all of it purged at once, so that it keeps no more if it
+ * then idles, making no call. One that frees a big working set and builds
+ * it again, round after round, then faulted every page of it in at each
+ * round: 100,000 blocks of 4 KiB allocated and freed 5 times, 496,000 page
+ * faults and 3.7x mimalloc's time; a mix of 16 B-8 KiB blocks 50 times,
+ * 8x (docs/perf.md §69). Clean memory taken within a purge delay of such a
+ * purge makes the budget twice what those purges returned (at least twice
+ * what it was, at most HZ_BUDGET_MAX); eight delays of activity without
+ * that halve it again. */
+#define HZ_BUDGET_MAX ((uint64_t)1 << 30)
+static uint64_t arena_budget(const hz_arena_t *a) { return a->budget ? a->budget : HZ_PURGE_BUDGET; }
+
+static void arena_regrow(hz_arena_t *a) {
+  uint64_t now = hz_os_now_ms(), delay = (uint64_t)hz_opt(HZ_OPTION_PURGE_DELAY);
+  if (now - a->budget_purged_ms < delay) {
+    uint64_t want = 2 * (a->budget_purged > arena_budget(a) ? a->budget_purged : arena_budget(a));
+    a->budget = want < HZ_BUDGET_MAX ? want : HZ_BUDGET_MAX;
+    a->budget_grown_ms = now;
+  }
+  a->budget_purged_ms = a->budget_purged = 0;
+}
+
 static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, size_t n) {
   seg->spans_purged = false;
   hz_mask_t run = mask_run(idx, n), dirty_mask = mask_get(seg->dirty_mask);
@@ -323,6 +350,7 @@ static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, siz
   a->free_clean_slices -= n - dirty;
   dirty_add(a, -(int64_t)dirty);
   if (n > dirty) hz_stats_commit((int64_t)((n - dirty) * HZ_SLICE_SIZE));
+  if (n > dirty && a->budget_purged_ms) arena_regrow(a);
   hz_span_t *s = hz_seg_span(seg, idx);
   for (size_t i = idx; i < idx + n; i++) seg->slice_span[i] = s;
   span_clear(s);
@@ -425,6 +453,10 @@ static void purge_locked(hz_arena_t *a, bool force) {
   uint64_t now = hz_os_now_ms();
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   a->last_purge_ms = now;
+  if (a->budget && !force && delay > 0 && now - a->budget_grown_ms >= 8 * (uint64_t)delay) {
+    a->budget = a->budget / 2 > HZ_PURGE_BUDGET ? a->budget / 2 : 0;
+    a->budget_grown_ms = now;
+  }
   if (a->dirty_slices == 0 || (!force && delay < 0)) return;
   bool age = force || now - a->last_aged_ms >= (uint64_t)delay;
   if (age) a->last_aged_ms = now;
@@ -479,9 +511,12 @@ void hz_arena_free_span(hz_span_t *s, bool purge_now) {
   dirty_add(a, s->slice_count);
   if (delay == 0) purge_locked(a, true);
   else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
-  if (delay > 0 && a->dirty_slices * HZ_SLICE_SIZE > HZ_PURGE_BUDGET &&
-      !atomic_load_explicit(&hz_purge_running, memory_order_relaxed))
+  if (delay > 0 && a->dirty_slices * HZ_SLICE_SIZE > arena_budget(a) &&
+      !atomic_load_explicit(&hz_purge_running, memory_order_relaxed)) {
+    a->budget_purged += a->dirty_slices * HZ_SLICE_SIZE;
     purge_locked(a, true);
+    a->budget_purged_ms = now;
+  }
   bool waiting = a->dirty_slices != 0;
   hz_unlock(&a->lock);
   if (waiting) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);

@@ -629,7 +629,8 @@ extern _Atomic uint64_t hz_purge_epoch;
 /* Whether the purge thread runs (purge.c sets it). While it does not, a
  * burst of frees purges what waits over HZ_PURGE_BUDGET itself: the thread
  * ends when idle and a small free may not start it, so a program that
- * frees a lot and then idles would otherwise keep it all. */
+ * frees a lot and then idles would otherwise keep it all. (A pool's budget
+ * grows where the program builds again what it gave back: arena.c.) */
 extern _Atomic int hz_purge_running;
 #define HZ_PURGE_BUDGET ((size_t)16 << 20)
 void hz_arena_counters(uint64_t *segments, uint64_t *reserved, uint64_t *committed);
