@@ -79,8 +79,9 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
   uint64_t last_aged_ms;      /* its last aging look (purge_locked) */
   /* The budget of freed memory its frees let wait while no purge thread
    * runs (0: HZ_PURGE_BUDGET); when they last purged for it (0: not since
-   * it last grew) and how much since; when it last grew: arena_regrow. */
-  uint64_t budget, budget_purged_ms, budget_purged, budget_grown_ms;
+   * it last grew) and how much since; when it was last set, and the most
+   * that waited since (bytes): arena_regrow, budget_look. */
+  uint64_t budget, budget_purged_ms, budget_purged, budget_set_ms, budget_peak;
   /* In a forked child: a lost thread held the lock, the arena may be torn.
    * Never used again there; spans of it that are freed are leaked. */
   bool lost;
@@ -324,8 +325,11 @@ static void span_clear(hz_span_t *s) {
  * faults and 3.7x mimalloc's time; a mix of 16 B-8 KiB blocks 50 times,
  * 8x (docs/perf.md §69). Clean memory taken within a purge delay of such a
  * purge makes the budget twice what those purges returned (at least twice
- * what it was, at most HZ_BUDGET_MAX); eight delays of activity without
- * that halve it again. */
+ * what it was, at most HZ_BUDGET_MAX). Every eight delays of activity it
+ * comes down to twice the most that waited meanwhile, by half at most: a
+ * program that stopped its rounds gets the small budget back, one that
+ * goes on keeps its (halving it regardless made every eighth delay's round
+ * fault its pages in again). */
 #define HZ_BUDGET_MAX ((uint64_t)1 << 30)
 static uint64_t arena_budget(const hz_arena_t *a) { return a->budget ? a->budget : HZ_PURGE_BUDGET; }
 
@@ -334,9 +338,20 @@ static void arena_regrow(hz_arena_t *a) {
   if (now - a->budget_purged_ms < delay) {
     uint64_t want = 2 * (a->budget_purged > arena_budget(a) ? a->budget_purged : arena_budget(a));
     a->budget = want < HZ_BUDGET_MAX ? want : HZ_BUDGET_MAX;
-    a->budget_grown_ms = now;
+    a->budget_set_ms = now;
+    a->budget_peak = 0;
   }
   a->budget_purged_ms = a->budget_purged = 0;
+}
+
+/* (at each purge look, the lock held) */
+static void budget_look(hz_arena_t *a, uint64_t now, uint64_t delay) {
+  if (a->budget == 0 || now - a->budget_set_ms < 8 * delay) return;
+  uint64_t want = 2 * a->budget_peak > HZ_PURGE_BUDGET ? 2 * a->budget_peak : HZ_PURGE_BUDGET;
+  if (want < a->budget / 2) want = a->budget / 2;
+  if (want < a->budget) a->budget = want > HZ_PURGE_BUDGET ? want : 0;
+  a->budget_set_ms = now;
+  a->budget_peak = 0;
 }
 
 static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, size_t n) {
@@ -453,10 +468,7 @@ static void purge_locked(hz_arena_t *a, bool force) {
   uint64_t now = hz_os_now_ms();
   long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
   a->last_purge_ms = now;
-  if (a->budget && !force && delay > 0 && now - a->budget_grown_ms >= 8 * (uint64_t)delay) {
-    a->budget = a->budget / 2 > HZ_PURGE_BUDGET ? a->budget / 2 : 0;
-    a->budget_grown_ms = now;
-  }
+  if (!force && delay > 0) budget_look(a, now, (uint64_t)delay);
   if (a->dirty_slices == 0 || (!force && delay < 0)) return;
   bool age = force || now - a->last_aged_ms >= (uint64_t)delay;
   if (age) a->last_aged_ms = now;
@@ -511,6 +523,7 @@ void hz_arena_free_span(hz_span_t *s, bool purge_now) {
   dirty_add(a, s->slice_count);
   if (delay == 0) purge_locked(a, true);
   else if (delay > 0 && now - a->last_purge_ms >= (uint64_t)delay) purge_locked(a, false);
+  if (a->dirty_slices * HZ_SLICE_SIZE > a->budget_peak) a->budget_peak = a->dirty_slices * HZ_SLICE_SIZE;
   if (delay > 0 && a->dirty_slices * HZ_SLICE_SIZE > arena_budget(a) &&
       !atomic_load_explicit(&hz_purge_running, memory_order_relaxed)) {
     a->budget_purged += a->dirty_slices * HZ_SLICE_SIZE;

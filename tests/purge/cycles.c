@@ -8,7 +8,7 @@
  * purge faulted every page in again at every round (glibc does too; the
  * other allocators keep the memory). Clean memory taken within a purge
  * delay of such a purge now raises the budget (arena.c, arena_regrow), and
- * eight purge delays of activity without that bring it back down.
+ * activity in which less waits brings it back down (budget_look).
  *
  * Checks: after the first round the memory went back (the budget, for a
  * program that frees once: RSS within 64 MiB of the start); from the third
