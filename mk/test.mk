@@ -27,7 +27,7 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 # Tests that use only the standard API: run preloaded (or on glibc).
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
                   threads/churn threads/lastexit threads/join threads/join_tls threads/cancel_pending threads/smallstack init/ctor init/dlopen init/dlclose misuse/misuse \
-                  init/reenter init/fork_stdio init/fork_signal purge/trim purge/trim_pages purge/calloc_reuse purge/errno purge/mlock arena/as_limit arena/as_budget arena/mlock_rss arena/no_mprotect \
+                  init/reenter init/fork_stdio init/fork_signal purge/trim purge/trim_pages purge/calloc_reuse purge/errno purge/mlock arena/as_limit arena/as_release arena/as_budget arena/mlock_rss arena/no_mprotect \
                   purge/collect misuse/hardened heap/maps threads/tiny_remote)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so \

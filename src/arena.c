@@ -82,6 +82,7 @@ typedef struct __attribute__((aligned(64))) hz_arena_s {
    * it last grew) and how much since; when it was last set, and the most
    * that waited since (bytes): arena_regrow, budget_look. */
   uint64_t budget, budget_purged_ms, budget_purged, budget_set_ms, budget_peak;
+  hz_segment_t *spare_seg; /* under an address-space limit, the one empty segment kept */
   /* In a forked child: a lost thread held the lock, the arena may be torn.
    * Never used again there; spans of it that are freed are leaked. */
   bool lost;
@@ -259,6 +260,24 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
  * out of the pool), so only a bad pointer can still lead into it, and the
  * segment map then says it is not ours. Called with no allocator lock held.
  * (Windows releases a reservation only whole: nothing there.) */
+#ifndef _WIN32
+/* (the lock held; *link is the segment's link in a->segments) */
+static void segment_unmap(hz_arena_t *a, hz_segment_t **link) {
+  hz_segment_t *seg = *link;
+  *link = seg->next;
+  size_t dirty = mask_popcount(mask_get(seg->dirty_mask));
+  dirty_add(a, -(int64_t)dirty);
+  a->free_clean_slices -= HZ_SLICES - 1 - dirty;
+  a->segment_count--;
+  a->reserved_bytes -= HZ_SEG_SIZE;
+  if (a->hint == seg) a->hint = NULL;
+  if (a->spare_seg == seg) a->spare_seg = NULL;
+  hz_stats_commit(-(int64_t)((dirty + 1) * HZ_SLICE_SIZE)); /* and the header */
+  hz_segmap_set((uintptr_t)seg >> HZ_SEG_SHIFT, HZ_MAP_NONE);
+  hz_os_unmap(seg, HZ_SEG_SIZE);
+}
+#endif
+
 bool hz_arena_release(void) {
 #ifdef _WIN32
   return false;
@@ -275,26 +294,41 @@ bool hz_arena_release(void) {
       any = true;
     }
     for (hz_segment_t **link = &a->segments; *link != NULL;) {
-      hz_segment_t *seg = *link;
-      if (seg->free_slices != HZ_SLICES - 1) {
-        link = &seg->next;
+      if ((*link)->free_slices != HZ_SLICES - 1) {
+        link = &(*link)->next;
         continue;
       }
-      *link = seg->next;
-      size_t dirty = mask_popcount(mask_get(seg->dirty_mask));
-      dirty_add(a, -(int64_t)dirty);
-      a->free_clean_slices -= HZ_SLICES - 1 - dirty;
-      a->segment_count--;
-      a->reserved_bytes -= HZ_SEG_SIZE;
-      if (a->hint == seg) a->hint = NULL;
-      hz_stats_commit(-(int64_t)((dirty + 1) * HZ_SLICE_SIZE)); /* and the header */
-      hz_segmap_set((uintptr_t)seg >> HZ_SEG_SHIFT, HZ_MAP_NONE);
-      hz_os_unmap(seg, HZ_SEG_SIZE);
+      segment_unmap(a, link);
       any = true;
     }
     hz_unlock(&a->lock);
   }
   return any;
+#endif
+}
+
+/* A segment all of whose slices are free again, under an address-space
+ * limit (RLIMIT_AS): the program's own mappings need the room. Keeping
+ * freed segments until hakozuna's own mapping failed, a program that had
+ * filled the limit and freed everything could start no thread (its stack's
+ * mmap failed, EAGAIN) nor map a file: Python under `ulimit -v`, `can't
+ * start new thread` (tests/arena/as_release). The arena keeps one, so that
+ * a span freed and taken again at a segment's edge does not map and unmap
+ * it each time. The lock held. */
+static void segment_emptied(hz_arena_t *a, hz_segment_t *seg) {
+#ifdef _WIN32
+  (void)a, (void)seg;
+#else
+  if (a->spare_seg == NULL || a->spare_seg == seg) {
+    a->spare_seg = seg;
+    return;
+  }
+  if (!hz_os_address_space_limited()) return;
+  for (hz_segment_t **link = &a->segments; *link != NULL; link = &(*link)->next)
+    if (*link == seg) {
+      segment_unmap(a, link);
+      return;
+    }
 #endif
 }
 
@@ -356,6 +390,7 @@ static void budget_look(hz_arena_t *a, uint64_t now, uint64_t delay) {
 
 static hz_span_t *segment_take(hz_arena_t *a, hz_segment_t *seg, size_t idx, size_t n) {
   seg->spans_purged = false;
+  if (a->spare_seg == seg) a->spare_seg = NULL;
   hz_mask_t run = mask_run(idx, n), dirty_mask = mask_get(seg->dirty_mask);
   size_t dirty = mask_popcount(dirty_mask & run);
   mask_put(seg->free_mask, mask_get(seg->free_mask) & ~run);
@@ -515,6 +550,7 @@ void hz_arena_free_span(hz_span_t *s, bool purge_now) {
   if (purge_now) {
     a->free_clean_slices += s->slice_count;
     segment_purge_spans(seg);
+    if (seg->free_slices == HZ_SLICES - 1) segment_emptied(a, seg);
     hz_unlock(&a->lock);
     return;
   }
@@ -530,6 +566,7 @@ void hz_arena_free_span(hz_span_t *s, bool purge_now) {
     purge_locked(a, true);
     a->budget_purged_ms = now;
   }
+  if (seg->free_slices == HZ_SLICES - 1) segment_emptied(a, seg);
   bool waiting = a->dirty_slices != 0;
   hz_unlock(&a->lock);
   if (waiting) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);

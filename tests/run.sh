@@ -139,6 +139,7 @@ if [ $mode = glibc ]; then
   g purge/calloc_reuse 60 "$B/purge/calloc_reuse"
   g purge/errno 60 "$B/purge/errno"
   g arena/as_limit 60 "$B/arena/as_limit"
+  g arena/as_release 60 "$B/arena/as_release"
   g arena/as_budget 60 "$B/arena/as_budget"
   g arena/no_mprotect 60 "$B/arena/no_mprotect"
   g purge/collect 60 "$B/purge/collect"
@@ -216,6 +217,9 @@ else
   e arena/as_limit "RLIMIT_AS does not bound the emulator's mappings" h arena/as_limit 60 "$B/arena/as_limit"
   e "arena/as_limit [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
     t "arena/as_limit [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_limit"
+  e arena/as_release "RLIMIT_AS does not bound the emulator's mappings" h arena/as_release 60 "$B/arena/as_release"
+  e "arena/as_release [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
+    t "arena/as_release [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_release"
   e arena/as_budget "RLIMIT_AS does not bound the emulator's mappings" h arena/as_budget 60 "$B/arena/as_budget"
   e "arena/as_budget [checked]" "RLIMIT_AS does not bound the emulator's mappings" \
     t "arena/as_budget [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/as_budget"
