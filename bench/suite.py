@@ -82,6 +82,16 @@ def random_mixed_app_cases(cfg):
                  {"range": "app"}, 0.05 * iters / 1e6)]
 
 
+def random_mixed_live_cases(cfg):
+    iters = pick(cfg, 2_000_000, 10_000_000, 20_000_000)
+    out = []
+    for label, lo, hi, est in (("16-4096", 16, 4096, 0.3), ("app mix", "app", 0, 0.15)):
+        out.append(Case("random_mixed_live", f"live set {label}",
+                        ["random_mixed", iters, 200_000, lo, hi, 1],
+                        {"range": "app" if lo == "app" else _range_label(lo, hi)}, est * iters / 1e6))
+    return out
+
+
 def mt_remote_cases(cfg):
     iters = pick(cfg, 100_000, 400_000, 1_000_000)
     out = []
@@ -229,6 +239,11 @@ BENCHES = [
     Bench("random_mixed_app", "random_mixed: application size mix",
           "As random_mixed, with 80% of sizes in 16-256, 15% in 257-2048, 5% in 2049-32768.",
           OPS, [], random_mixed_app_cases),
+    Bench("random_mixed_live", "random_mixed: a large live set",
+          "As random_mixed with a table of 200,000 slots: about 100,000 blocks live "
+          "(200 MB for 16-4096 bytes), so the blocks malloc hands out and free takes back "
+          "are mostly out of the CPU's caches, as in a cache server or a database.",
+          OPS, [], random_mixed_live_cases),
     Bench("mt_remote", "mt_remote: cross-thread frees",
           "Each thread keeps 400 slots and pushes a share (REMOTE_PCT) of its frees to the "
           "next thread through a single-producer ring of 1024 slots; the receiver frees "

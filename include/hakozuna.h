@@ -90,7 +90,7 @@ typedef enum hz_option_e {
   HZ_OPTION_PROFILE_FILE,     /* string: where the exit profile goes (%p: pid) */
   HZ_OPTION_PROFILE_SEED,     /* 0: random sampling; else a fixed seed (reproducible runs) */
   HZ_OPTION_LEAKS,            /* sample allocations; report those still live at exit */
-  HZ_OPTION_STASH,            /* KiB of freed blocks of 4 KiB and more a thread keeps per size class */
+  HZ_OPTION_STASH,            /* KiB of freed blocks of 1 KiB and more a thread keeps per size class */
   HZ_OPTION_COUNT
 } hz_option_t;
 

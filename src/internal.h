@@ -160,10 +160,11 @@ static inline size_t hz_class_size(uint32_t c) {
   return ((size_t)1 << k) + ((size_t)(sub + 1) << (k - 3));
 }
 
-/* Classes from HZ_STASH_FIRST (4096 bytes) up keep their blocks freed by
- * their own thread in a stash, newest first (stash.c); not in the checked
+/* Classes from HZ_STASH_FIRST (1024 bytes: requests of 897 and more) up
+ * keep their blocks freed by their own thread in a stash, newest first
+ * (stash.c; from 4096 bytes until docs/perf.md §71); not in the checked
  * build, whose frees go through its quarantine. */
-#define HZ_STASH_FIRST 47u
+#define HZ_STASH_FIRST 31u
 #define HZ_STASHED (HZ_CHECKED ? 0u : HZ_NCLASS - HZ_STASH_FIRST)
 
 /* ---- Blocks ----

@@ -59,7 +59,7 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
   [HZ_OPTION_LEAKS] = {"leaks", 0, 0, 1, "bool",
                        "sample allocations and print those still live at exit, by stack (a sampled leak report)"},
   [HZ_OPTION_STASH] = {"stash", 256, 0, 4096, "KiB",
-                       "freed blocks of 4 KiB and more each thread keeps per size class, at most 16, newest first, "
+                       "freed blocks of 1 KiB and more each thread keeps per size class, at most 16, newest first, "
                        "for its next mallocs of the class; 0: none. The idle trim leaves them resident"},
 };
 

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
-/* Stashes: a thread's freed blocks of 4 KiB and more, newest first.
+/* Stashes: a thread's freed blocks of 1 KiB and more, newest first.
  *
- * A span's free list hands out its own blocks only. With blocks of 4-32
- * KiB a span holds 8 to 16 of them, and a program that frees them in any
+ * A span's free list hands out its own blocks only. With blocks of 1-32
+ * KiB a span holds 4 to 32 of them, and a program that frees them in any
  * order leaves a few free in each of several spans: malloc then takes the
  * blocks of its current span, freed long ago and out of the cache, while
  * the block just freed waits in another span. random_mixed 4096-32768
  * spent most of malloc's time waiting for the first line of the block it
- * returned (docs/perf.md §60). So each of these classes has a stash per
+ * returned (docs/perf.md §60), and so did blocks of 1-4 KiB among 100,000
+ * live ones (§71). So each of these classes has a stash per
  * heap: the owner's frees push onto it whatever span the block is in, and
  * malloc pops the newest. Its descriptor is shaped as a span's (the fields
  * malloc and free use where theirs are), and the class's current span

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* tests/heap/stash.c: a thread's stash of freed blocks of 4 KiB and more
- * (src/stash.c, docs/perf.md §60).
+/* tests/heap/stash.c: a thread's stash of freed blocks of 1 KiB and more
+ * (src/stash.c, docs/perf.md §60, §71).
  *
- * 1. Newest first, whatever span: of two blocks freed in two spans that are
+ * 1. Newest first, whatever span (blocks of 20000 bytes, then of 1000, the
+ *    smallest stashed class): of two blocks freed in spans that are
  *    not the class's current one, malloc returns the last freed, then the
  *    other (each span's own list would have handed out a block of the
  *    current span, fresh or freed long before).
@@ -68,19 +69,21 @@ static size_t resident_tail(const char *p) {
   return n;
 }
 
-static void newest_first(void) {
+/* 20000 bytes: b[3] and b[12] lie in two of the class's first spans; the
+ * current one holds b[33..39] and has blocks not carved yet. 1000 bytes
+ * (the smallest stashed class): both lie in the first span of 32, b[32..39]
+ * in the current one. */
+static void newest_first(size_t req) {
   char *b[N];
   for (int i = 0; i < N; i++) {
-    b[i] = malloc(REQ);
-    if (CHECK(b[i] != NULL)) memset(b[i], i, REQ);
+    b[i] = malloc(req);
+    if (CHECK(b[i] != NULL)) memset(b[i], i, req);
   }
-  /* b[3] and b[12] lie in two of the class's first spans; the current one
-   * holds b[33..39] and has blocks not carved yet */
   free(b[3]);
   free(b[12]);
-  char *x = malloc(REQ), *y = malloc(REQ);
-  CHECKF(x == b[12] && y == b[3], "after free(%p) and free(%p), malloc gave %p then %p", (void *)b[3],
-         (void *)b[12], (void *)x, (void *)y);
+  char *x = malloc(req), *y = malloc(req);
+  CHECKF(x == b[12] && y == b[3], "%zu bytes: after free(%p) and free(%p), malloc gave %p then %p", req,
+         (void *)b[3], (void *)b[12], (void *)x, (void *)y);
   b[12] = x;
   b[3] = y;
   for (int i = 0; i < N; i++) free(b[i]);
@@ -193,7 +196,8 @@ TEST_MAIN() {
   }
   int c = class_of(REQ);
   if (!CHECK(c >= 0)) return 1;
-  newest_first();
+  newest_first(REQ);
+  newest_first(1000);
   counted_and_collected(c);
   thread_exit();
   remote_frees();

@@ -2,7 +2,7 @@
 /* tests/threads/remote.c: blocks freed by another thread all come back to
  * their owner, once each, whatever shape their batches take (src/remote.c):
  * a batch of blocks of one span is a run, which goes back onto the span
- * whole (blocks of 32 bytes and more, not of the stashed classes of 4 KiB
+ * whole (blocks of 32 bytes and more, not of the stashed classes of 1 KiB
  * and more; docs/perf.md §66); any other travels as an array of addresses
  * written into its largest block, or as a linked list when no block of it
  * can carry the others (16-byte blocks; a 32-byte block carries one
@@ -38,13 +38,13 @@ static size_t s_mixed(size_t i, uint64_t *r) { (void)i; return 16 + (size_t)(tu_
 static size_t s4k(size_t i, uint64_t *r) { (void)i, (void)r; return 4000; }
 static size_t s_medium(size_t i, uint64_t *r) { (void)i; return 4096 + (size_t)(tu_rand(r) % 28000); }
 static size_t s64(size_t i, uint64_t *r) { (void)i, (void)r; return 64; }
-static size_t s1k(size_t i, uint64_t *r) { (void)i, (void)r; return 1000; }
+static size_t s800(size_t i, uint64_t *r) { (void)i, (void)r; return 800; }
 
 static const shape_t shapes[] = {
     {"16 B (linked lists)", s16},        {"32 B (runs: a block carries one address)", s32},
     {"16 and 32 B", s16_32},             {"16-2048 B", s_mixed},
     {"4000 B (64 KiB batches)", s4k},   {"4-32 KiB", s_medium},
-    {"64 B (runs)", s64},                {"1000 B (runs of blocks that could carry)", s1k},
+    {"64 B (runs)", s64},                {"800 B (runs of blocks that could carry)", s800},
 };
 
 static uint64_t blocks_live(void) {
