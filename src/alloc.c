@@ -205,7 +205,7 @@ static hz_always_inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
     }
 #endif
     if (!HZ_NOCHECK) b->tag = hz_block_tag(s, b);
-    hz_span_t *t = s->push_to; /* s, or the stash of s's class (stash.c) */
+    hz_span_t *t = hz_span_push_to(s); /* s, the stash of s's class (stash.c) or the trap */
     if (hz_unlikely(hz_span_push(t, b))) {
       if (t->kind != HZ_SPAN_LARGE) {
         hz_heap_free_small_slow(h, t);

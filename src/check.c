@@ -111,6 +111,11 @@ void hz_misuse_trimmed(const void *block, size_t size) {
          block, size);
 }
 
+void hz_misuse_trimmed_free(const void *block, size_t size) {
+  misuse("free(): double free of %p (block of %zu bytes, in a page returned to the OS since its first free)",
+         block, size);
+}
+
 void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn) {
   misuse("%s(): size %zu does not match the block %p (%zu bytes)", fn, given, p, size);
 }

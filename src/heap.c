@@ -133,7 +133,10 @@ static hz_noinline hz_heap_t *heap_setup(void) {
     static uint32_t heaps_made;
     h->arena = hz_arena_pick(heaps_made++);
     for (uint32_t c = 0; c < HZ_NCLASS; c++) h->cur[c] = &hz_span_empty;
-    h->stash = HZ_STASHED && hz_opt(HZ_OPTION_STASH) ? meta_alloc(HZ_STASH_AREA) : NULL;
+    /* (with HAKOZUNA_STASH=0 too: the trap is there; a class whose stash
+     * would hold no block installs none) */
+    h->stash = HZ_STASHED ? meta_alloc(HZ_STASH_AREA) : NULL;
+    if (h->stash != NULL) hz_stash_trap_init(h);
     h->next_all = atomic_load_explicit(&hz_heaps_all, memory_order_relaxed);
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
   }
@@ -482,6 +485,7 @@ static void span_untrim(hz_span_t *s) {
     }
   }
   s->trimmed = 0;
+  __atomic_store_n(&s->push_to, hz_stash_home(s->heap, s), __ATOMIC_RELAXED); /* (no longer the trap) */
 }
 
 /* ---- malloc slow path ---- */
@@ -638,7 +642,47 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
  * call: a full span has a block back and goes back on its class's list
  * (docs/perf.md §54). (Large spans do not come here: a test for them in
  * hz_heap_free_slow cost their frees 10 instructions.) */
+/* Whether b starts in a page of s the trim returned: then it was free and
+ * off the list already, and this is a second free. (The trim zeroed its
+ * free tag with the page, so free's fast path took it for a live block.) */
+static bool block_trimmed(const hz_span_t *s, const hz_block_t *b) {
+  atomic_thread_fence(memory_order_acquire); /* (the marks the trim made before pointing push_to here) */
+  uint64_t m = __atomic_load_n(&s->trimmed, __ATOMIC_RELAXED);
+  if (m == 0) return false;
+  size_t page = ((uintptr_t)b - s->start) / hz_os_page_size; /* (as trim.c counts them) */
+  return page < 64 && (m >> page & 1);
+}
+
+/* The free wrote the block's link and tag into a page that was zero: they
+ * go, so that the refill that puts the page's blocks back finds it as the
+ * trim left it (and does not report the block a second time). */
+static hz_noinline void trimmed_free(const hz_span_t *s, hz_block_t *b) {
+  b->next = NULL;
+  b->tag = 0;
+  hz_misuse_trimmed_free(b, s->block_size);
+}
+
+/* A free of ours into a span with trimmed pages went to the heap's trap: a
+ * block in one of those pages is freed a second time; any other goes where
+ * the span's frees go. */
+static hz_noinline void trap_free(hz_heap_t *h, hz_span_t *t) {
+  hz_block_t *b = t->free;
+  t->free = NULL;
+  t->uses = 0;
+  hz_span_t *s = hz_span_of(b);
+  if (block_trimmed(s, b)) {
+    trimmed_free(s, b);
+    return;
+  }
+  hz_span_t *home = hz_stash_home(h, s);
+  if (hz_span_push(home, b)) hz_heap_free_small_slow(h, home);
+}
+
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s) {
+  if (s->kind == HZ_SPAN_TRAP) {
+    trap_free(h, s);
+    return;
+  }
   if (s->kind == HZ_SPAN_STASH) {
     hz_stash_full(h, s);
     return;
@@ -659,6 +703,10 @@ void hz_heap_block_back(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
 /* A block freed by another thread reaches its owner (remote.c). */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b) {
   hz_heap_t *h = s->heap;
+  if (hz_unlikely(s->trimmed) && block_trimmed(s, b)) {
+    trimmed_free(s, b);
+    return;
+  }
   h->n.remote_back[s->cls]++;
   if (hz_span_push(s, b)) span_after_free(h, s, __atomic_load_n(&h->live, __ATOMIC_RELAXED), true);
 }
@@ -675,6 +723,13 @@ void hz_heap_blocks_returned(hz_span_t *s, hz_block_t *first, hz_block_t *last, 
  * while the owner's malloc may pop the stash). */
 void hz_heap_block_drained(hz_span_t *s, hz_block_t *b) {
   hz_span_t *t = s->push_to;
+  if (t->kind == HZ_SPAN_TRAP) {
+    if (block_trimmed(s, b)) {
+      trimmed_free(s, b);
+      return;
+    }
+    t = hz_stash_home(s->heap, s);
+  }
   if (t == s) {
     hz_heap_block_returned(s, b);
     return;

@@ -215,8 +215,10 @@ static inline bool hz_block_is_free(const struct hz_span_s *s, const hz_block_t 
 
 /* ---- Spans ---- */
 /* HZ_SPAN_STASH: no span, a heap's stash of one class (stash.c), shaped as
- * one so that malloc's fast path pops it as it pops a span. */
-typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE, HZ_SPAN_STASH } hz_span_kind_t;
+ * one so that malloc's fast path pops it as it pops a span. HZ_SPAN_TRAP:
+ * no span either, where the owner's frees into a span with pages the trim
+ * returned are pushed, so that they reach a slow path (heap.c, trap_free). */
+typedef enum { HZ_SPAN_FREE = 0, HZ_SPAN_SMALL, HZ_SPAN_LARGE, HZ_SPAN_STASH, HZ_SPAN_TRAP } hz_span_kind_t;
 
 struct hz_heap_s;
 
@@ -252,7 +254,8 @@ typedef struct hz_span_s {
     union {
       uint64_t cached_epoch;    /* in a heap's span cache: hz_purge_epoch when it entered */
       /* in use: where its owner's frees push its blocks, the span itself
-       * or, for a stashed class, its heap's stash (stash.c) */
+       * or, for a stashed class, its heap's stash (stash.c); while pages
+       * of it are trimmed, its heap's trap (hz_span_push_to) */
       struct hz_span_s *push_to;
     };
   };
@@ -365,6 +368,17 @@ static inline bool hz_span_refuses(const hz_span_t *s, uintptr_t p) {
   uint64_t limit = s->limit;
 #endif
   return (p - s->start) * s->recip >= limit;
+}
+
+/* Where the owner's free of a block of s pushes it. The idle trim, on the
+ * purge thread, points it at the heap's trap while the owner frees
+ * (trim.c): read relaxed-atomically, a plain load. */
+static inline hz_span_t *hz_span_push_to(const hz_span_t *s) {
+#if defined(__SANITIZE_THREAD__)
+  return __atomic_load_n(&s->push_to, __ATOMIC_RELAXED);
+#else
+  return s->push_to;
+#endif
 }
 
 /* A span's `uses` is the number of its blocks handed out minus 1, less
@@ -667,7 +681,13 @@ void hz_heap_collect_own(void); /* out of memory: the calling thread's unused sp
 void hz_heaps_collect_abandoned(void);
 
 /* ---- stash.c ---- */
-#define HZ_STASH_AREA (HZ_SPAN_OWNER_AT + 64 * HZ_STASHED) /* a heap's (h->stash), from its setup */
+/* A heap's area (h->stash, from its setup): the stashes' descriptors, each
+ * class's count at the last aging, then the trap's descriptor. */
+#define HZ_STASH_TRAP_AT (64 * HZ_STASHED + 64 * ((8 * HZ_STASHED + 63) / 64))
+#define HZ_STASH_AREA (HZ_SPAN_OWNER_AT + HZ_STASH_TRAP_AT + 64)
+hz_span_t *hz_stash_trap(const hz_heap_t *h);  /* the heap's trap, or NULL (checked build) */
+void hz_stash_trap_init(hz_heap_t *h);
+hz_span_t *hz_stash_home(const hz_heap_t *h, hz_span_t *s); /* where frees into s go but for the trap */
 void hz_stash_install(hz_heap_t *h, uint32_t c); /* the first refill of class c */
 void hz_stash_full(hz_heap_t *h, hz_span_t *t); /* a free filled stash t: its oldest half goes back */
 void hz_stash_fill(hz_span_t *t, hz_span_t *s); /* refill: blocks of s's list onto stash t */
@@ -850,6 +870,7 @@ hz_cold void hz_misuse_interior(const void *p, const void *block, size_t size, c
 hz_cold void hz_misuse_double(const void *p, size_t size, const char *fn);
 hz_cold void hz_misuse_size(const void *p, size_t given, size_t size, const char *fn);
 hz_cold void hz_misuse_trimmed(const void *block, size_t size); /* heap.c, span_untrim */
+hz_cold void hz_misuse_trimmed_free(const void *block, size_t size); /* heap.c, trap_free */
 /* Classify a pointer the fast path refused; returns its span or NULL
  * (huge or NULL pointer) after reporting misuse. */
 hz_span_t *hz_check_span_ptr(const void *p, const char *fn);

@@ -51,7 +51,7 @@ static inline size_t carrier_room(size_t size) {
 static bool outbox_is_run(const hz_outbox_t *o, uint32_t n) {
   if (HZ_CHECKED || n < 2 || o->carrier_size < sizeof(hz_run_t)) return false;
   const hz_span_t *s = hz_span_of(o->blocks[0]);
-  if (s->push_to != s) return false;
+  if (hz_span_push_to(s) != s) return false;
   uintptr_t base = hz_span_base(s), len = (uintptr_t)s->slice_count * HZ_SLICE_SIZE;
   for (uint32_t i = 1; i < n; i++)
     if ((uintptr_t)o->blocks[i] - base >= len) return false;
@@ -194,7 +194,7 @@ static void drain_one(void *ctx, hz_block_t *b) {
 static bool drain_run(void *ctx, hz_run_t *r, uintptr_t *m) {
   (void)ctx;
   hz_span_t *s = hz_span_of(r);
-  if (s->push_to != s) return false;
+  if (hz_span_push_to(s) != s) return false;
   hz_block_t *last = r->last;
   *m = (uintptr_t)hz_next_decode(last, last->next);
   hz_heap_blocks_returned(s, &r->block, last, (uint32_t)r->count);

@@ -43,7 +43,31 @@ static hz_span_t *stash_of(const hz_heap_t *h, uint32_t c) {
 static int64_t *stash_seen(const hz_heap_t *h, uint32_t c) {
   return (int64_t *)((char *)h->stash + 64 * HZ_STASHED) + (c - HZ_STASH_FIRST);
 }
-_Static_assert(64 * HZ_NCLASS + 8 * HZ_NCLASS <= HZ_SPAN_OWNER_AT, "the aging's words fit the gap");
+_Static_assert(HZ_STASH_TRAP_AT + 64 <= HZ_SPAN_OWNER_AT, "the aging's words and the trap fit the gap");
+
+/* The trap (heap.c, trap_free): a descriptor whose every push is a
+ * "full" one, for the slow path to look at the block. Only its owner's
+ * frees push onto it, and its slow path empties it at once. */
+hz_span_t *hz_stash_trap(const hz_heap_t *h) {
+  return h->stash == NULL ? NULL : (hz_span_t *)((char *)h->stash + HZ_STASH_TRAP_AT);
+}
+
+void hz_stash_trap_init(hz_heap_t *h) {
+  hz_span_t *t = hz_stash_trap(h);
+  if (t == NULL) return;
+  t->heap = h;
+  t->free = NULL;
+  t->uses = 0;
+  t->kind = HZ_SPAN_TRAP;
+}
+
+/* Where the owner's frees into the small span s go while it has no
+ * trimmed page: as span_init_small set it. */
+hz_span_t *hz_stash_home(const hz_heap_t *h, hz_span_t *s) {
+  if (h->stash == NULL || s->cls < HZ_STASH_FIRST || s->cls >= HZ_STASH_FIRST + HZ_STASHED) return s;
+  hz_span_t *t = stash_of(h, s->cls);
+  return __atomic_load_n(&t->kind, __ATOMIC_RELAXED) == HZ_SPAN_STASH ? t : s;
+}
 
 /* The push that fills it (cap blocks, `kept` there now) turns uses negative. */
 static void stash_arm(hz_span_t *t, uint32_t kept) {

@@ -106,6 +106,12 @@ __attribute__((no_sanitize("thread"))) bool hz_trim_span_pages(hz_span_t *s, hz_
    * purge left the child a marked page still holding its blocks, which its
    * next refill reported as a double free (tests/threads/fork_trim). */
   s->trimmed |= trim;
+  /* Then the owner's frees into the span go through its heap's trap, which
+   * finds a second free of a block of those pages: the zeroed page took
+   * its free tag, and the fast path takes it for a live block (heap.c,
+   * trap_free). Remote frees are looked at where they arrive. */
+  hz_span_t *trap = hz_stash_trap(s->heap);
+  if (trap != NULL) __atomic_store_n(&s->push_to, trap, __ATOMIC_RELEASE);
   return true;
 }
 
@@ -115,6 +121,7 @@ __attribute__((no_sanitize("thread"))) bool hz_trim_span_pages(hz_span_t *s, hz_
 static void trim_uncarve(hz_span_t *s) {
   s->free = NULL;
   s->trimmed = 0;
+  __atomic_store_n(&s->push_to, hz_stash_home(s->heap, s), __ATOMIC_RELAXED);
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED);
   s->carved = 0;
   hz_os_purge((void *)hz_span_base(s), (size_t)s->slice_count * HZ_SLICE_SIZE);
