@@ -638,10 +638,6 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_leave(h);
 }
 
-/* hz_heap_free_slow for a small span, the commonest case first and with no
- * call: a full span has a block back and goes back on its class's list
- * (docs/perf.md §54). (Large spans do not come here: a test for them in
- * hz_heap_free_slow cost their frees 10 instructions.) */
 /* Whether b starts in a page of s the trim returned: then it was free and
  * off the list already, and this is a second free. (The trim zeroed its
  * free tag with the page, so free's fast path took it for a live block.) */
@@ -678,6 +674,10 @@ static hz_noinline void trap_free(hz_heap_t *h, hz_span_t *t) {
   if (hz_span_push(home, b)) hz_heap_free_small_slow(h, home);
 }
 
+/* hz_heap_free_slow for a small span, the commonest case first and with no
+ * call: a full span has a block back and goes back on its class's list
+ * (docs/perf.md §54). (Large spans do not come here: a test for them in
+ * hz_heap_free_slow cost their frees 10 instructions.) */
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s) {
   if (s->kind == HZ_SPAN_TRAP) {
     trap_free(h, s);
