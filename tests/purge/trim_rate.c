@@ -4,7 +4,7 @@
  * malloc_trim walks the calling thread's partly used spans and returns the
  * pages inside their free blocks, a madvise call for nearly each. stress-ng's
  * malloc stressor calls it every 8th round and ran at 0.55x glibc's speed.
- * The walk now runs at most every 10 ms in a thread (heap.c, hz_heap_trim);
+ * The walk now runs at most every 10 ms in a thread (thread.c, hz_heap_trim);
  * hz_collect(1) still walks every time. Not timed: the test counts madvise
  * calls over 2,000 malloc_trim calls and holds them to what one walk makes
  * times the 10 ms windows that passed (each call walked before: 2,000 walks). */
