@@ -35,7 +35,7 @@ TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/options/libnothreads.so
 # Tests linked with hakozuna.
 TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
-                 options/options options/options-static options/stats stats/report profile/profile profile/profile-checked \
+                 options/options options/options-static options/stats options/live stats/report profile/profile profile/profile-checked \
                  link/link-shared \
                  link/link-archive link/link-object link/link-static \
                  init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect \

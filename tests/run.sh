@@ -266,6 +266,8 @@ else
   done
   t options/options 60 - hakozuna "$B/options/options"
   t options/stats 120 - hakozuna "$B/options/stats"
+  t options/live 120 - hakozuna "$B/options/live"
+  t "options/live [checked]" 120 "$lib_checked" hakozuna-checked "$B/options/live"
   if [ -z "$emulator" ]; then
     t options/env 60 - hakozuna "$root/tests/options/env.sh"
     t options/json 300 - hakozuna "$root/tests/options/json.sh"
