@@ -456,6 +456,19 @@ bool hz_os_address_space_limited(void) {
   count(&hz_os_stats.other_calls, 1);
   return limited;
 }
+/* Whether a mapping of n bytes could succeed if memory were given back:
+ * not larger than the part of the address space the segment map covers
+ * (the window, where there is one: os_map_window) nor than RLIMIT_AS. */
+bool hz_os_could_map(size_t n) {
+  const size_t room = HZ_MAP_WINDOW ? OS_WINDOW_HI - OS_WINDOW_LO : OS_WINDOW_HI;
+  if (n > room) return false;
+  struct rlimit r;
+  int errno_saved = errno;
+  bool over = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY && n > r.rlim_cur;
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
+  return !over;
+}
 int hz_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 /* (/proc/self is the main thread's, empty once it called pthread_exit) */
 long hz_os_map_count(void) {

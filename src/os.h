@@ -43,6 +43,7 @@ int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows
 long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
 bool hz_os_overcommit_strict(void); /* vm.overcommit_memory is 2: writable mappings are charged whole */
 bool hz_os_address_space_limited(void); /* RLIMIT_AS is set (ulimit -v) */
+bool hz_os_could_map(size_t n);          /* no larger than the mapped address space may be, or RLIMIT_AS */
 int hz_os_mlockall(int flags);      /* the system call (-1 and errno on failure) */
 long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);

@@ -182,6 +182,7 @@ void hz_os_write(int fd, const char *s, size_t n) {
 long hz_os_map_limit(void) { return -1; }
 bool hz_os_overcommit_strict(void) { return false; }
 bool hz_os_address_space_limited(void) { return false; }
+bool hz_os_could_map(size_t n) { return n < ((size_t)1 << 47); } /* (the user address space of x64 Windows: 128 TiB) */
 int hz_os_mlockall(int flags) {
   (void)flags;
   return 0;

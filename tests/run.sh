@@ -240,6 +240,7 @@ else
   e arena/thp "execs /proc/self/exe (no binfmt for arm64 here), and madvise advice is not passed on" t arena/thp 60 - hakozuna "$B/arena/thp"
   t arena/regions 60 - hakozuna "$B/arena/regions"
   t arena/cpu_arenas 60 - hakozuna "$B/arena/cpu_arenas"
+  t arena/impossible 60 - hakozuna "$B/arena/impossible"
   e arena/cpu_limit "RLIMIT_AS does not bound the emulator's mappings" t arena/cpu_limit 60 - hakozuna "$B/arena/cpu_limit"
   e init/footprint "/proc/self/pagemap shows the emulator's pages" t init/footprint 60 - hakozuna "$B/init/footprint"
   t heap/span_reuse 60 - hakozuna "$B/heap/span_reuse"
