@@ -131,6 +131,13 @@ def handoff_cases(cfg):
             for p in (1, 8)]
 
 
+def channel_cases(cfg):
+    iters = pick(cfg, 10_000, 50_000, 200_000)
+    return [Case("channel", f"{lo}-{hi} t=8", ["channel", 8, iters, lo, hi, 1024, 1], {"threads": 8},
+                 0.6 * iters / 1e5 * hi / 35000)
+            for lo, hi in ((1024, 32768), (32768, 70000))]
+
+
 def cache_cases(mode):
     def make(cfg):
         iters = pick(cfg, 200, 1000, 2000)
@@ -267,6 +274,14 @@ BENCHES = [
           "sends (Vec<u8>, String, Box) over a channel. Op: a malloc or a free. Watch the "
           "peak RSS: the senders' blocks come back to them from other threads.",
           OPS, [], handoff_cases),
+    Bench("channel", "channel: workers that take turns",
+          "8 threads share one channel of 1024 blocks, as the goroutines of a Go program "
+          "calling C, or a thread pool's tasks: each makes a block and writes all of it, "
+          "puts it in the channel (or frees it when full), and every third time takes the "
+          "oldest block out, reads it and frees it, so most frees are of another thread's "
+          "block. Op: a malloc or a free. Watch the peak RSS: the channel holds about 17 MB "
+          "(1-32 KB) or 52 MB (32-70 KB).",
+          OPS, [], channel_cases),
     Bench("cache_scratch", "cache-scratch: passive false sharing",
           "The main thread allocates one 8-byte object per thread; each thread frees it, then "
           "repeatedly allocates an 8-byte object, writes it many times and frees it. "

@@ -178,6 +178,7 @@ static hz_noinline void free_remote_slow(hz_heap_t *h, hz_span_t *s, hz_block_t 
 #endif
   if (s->sample) hz_profile_free(s);
   hz_init(); /* a thread that only frees gets a heap (after a fork, start-up may rerun) */
+  if (s->kind == HZ_SPAN_LARGE && hz_heap_free_large_remote(h, s, b)) return;
   hz_remote_free(h, s, b);
 }
 

@@ -548,6 +548,29 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_leave(h);
 }
 
+/* A large block freed by a thread other than its owner's. Its span holds no
+ * other block and is on none of the owner's lists, so a thread that makes
+ * large blocks itself retires it into its own span cache at once, as if the
+ * block were its own, instead of sending it to the owner's inbox: its next
+ * large malloc reuses lines still in its cache, and an owner that idles
+ * holds no freed span. (Threads that take turns at the same work -- Go's
+ * cgo calls, thread pools -- free mostly each other's blocks: docs/perf.md
+ * §76.) Each large malloc here lets one such span in, and only while the
+ * cache has room: a thread that only frees (a consumer) sends them back to
+ * their maker, which would otherwise map new ones while the consumer's
+ * cache filled. False: the block goes to its owner. */
+bool hz_heap_free_large_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
+  if (h == &hz_heap_empty || !h->live || h->large_credit == 0) return false;
+  size_t cached = __atomic_load_n(&h->cache_slices, __ATOMIC_RELAXED); /* (the purge thread may take some) */
+  if (cached + s->slice_count > (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE) return false;
+  h->large_credit--;
+  b->tag = hz_block_tag(s, b); /* (a second free stops at it, as at a local one's) */
+  s->heap = h;
+  hz_heap_free_slow(h, s);
+  hz_purge_poll_tls_free();
+  return true;
+}
+
 /* Whether b starts in a page of s the trim returned: then it was free and
  * off the list already, and this is a second free. (The trim zeroed its
  * free tag with the page, so free's fast path took it for a live block.) */

@@ -137,6 +137,7 @@
 #define HZ_CLASS_LARGE HZ_NCLASS /* counters row for large spans */
 /* Large blocks are whole spans up to this size; above it they are huge. */
 #define HZ_LARGE_MAX_SLICES 64
+#define HZ_LARGE_CREDIT_MAX 64 /* large spans of other threads a heap may take unasked (heap.c) */
 #define HZ_LARGE_MAX (HZ_LARGE_MAX_SLICES * HZ_SLICE_SIZE)
 /* Sizes beyond this can never be satisfied (and catch negative ints). */
 #define HZ_MAX_REQUEST (((size_t)1 << 62))
@@ -478,6 +479,7 @@ typedef struct hz_heap_s {
   uint32_t outbox_used;                 /* outboxes holding blocks */
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
+  uint32_t large_credit;                /* large mallocs not yet matched by another's large block taken (heap.c) */
   _Atomic int cache_taking;             /* the purge thread takes expired spans (for a fork's child) */
   uint64_t cache_looked;                /* hz_purge_epoch when the owner last aged its cache (the purge thread reads it) */
   _Atomic uint32_t trim;                /* HZ_TRIM_* bits: the purge thread's idle trim (heap.c) */
@@ -593,6 +595,7 @@ void hz_heap_init(void);
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls, size_t request); /* sampled or checked as malloc's */
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the span was unlisted, or is empty */
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
+bool hz_heap_free_large_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b); /* into this heap's span cache */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 void hz_heap_block_drained(hz_span_t *s, hz_block_t *b); /* the same, at its owner's drain */
 void hz_heap_blocks_returned(hz_span_t *s, hz_block_t *first, hz_block_t *last, uint32_t n); /* n linked, at once */

@@ -64,6 +64,7 @@ void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, size_t *dirty) {
   if (HZ_CHECKED && hz_checked_guard_may_split())
     hz_os_protect((void *)(s->start + bs - HZ_LARGE_GUARD), HZ_LARGE_GUARD, false);
   h->n.malloc[HZ_CLASS_LARGE]++;
+  if (h->large_credit < HZ_LARGE_CREDIT_MAX) h->large_credit++; /* (heap.c, hz_heap_free_large_remote) */
   h->n.large_bytes += bs;
   h->n.large_bytes_allocated += bs;
   hz_block_t *b = (hz_block_t *)s->start;

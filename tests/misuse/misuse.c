@@ -240,16 +240,29 @@ static void run_double_unmapped(const mcase_t *c) {
   call(c->fn, p);
 }
 
-/* First free in another thread (a remote free), the second here. */
-static void run_double_remote(const mcase_t *c) {
+/* The same, by a thread that makes large blocks itself: it takes a large
+ * block's span into its own cache at once (heap.c,
+ * hz_heap_free_large_remote), where the second free must still find it
+ * freed. */
+static void *free_in_maker_thread(void *p) {
+  void *own = malloc_fn(100000);
+  free_fn(p);
+  free_fn(own);
+  return NULL;
+}
+
+/* First free in another thread (a remote free, by `first`), the second here. */
+static void double_remote(const mcase_t *c, void *(*first)(void *)) {
   void *p = malloc_fn(c->size);
   if (!p) _exit(5);
   report(p, p, c->size);
   pthread_t th;
-  if (pthread_create(&th, NULL, free_in_thread, p) != 0) _exit(5);
+  if (pthread_create(&th, NULL, first, p) != 0) _exit(5);
   pthread_join(th, NULL);
   call(c->fn, p);
 }
+static void run_double_remote(const mcase_t *c) { double_remote(c, free_in_thread); }
+static void run_double_remote_maker(const mcase_t *c) { double_remote(c, free_in_maker_thread); }
 
 /* Many allocations and frees of other sizes between the two frees. The same
  * churn runs once before the block exists, so that it has its memory
@@ -617,6 +630,8 @@ static int make_cases(mcase_t *out) {
          run_double_thread},
         {"first free in another thread", FN_FREE, EXPECT_DOUBLE, sizes[i],
          run_double_remote},
+        {"first free in another thread that makes large blocks", FN_FREE, EXPECT_DOUBLE, sizes[i],
+         run_double_remote_maker},
         {"free after realloc(p, 0)", FN_FREE, EXPECT_DOUBLE, sizes[i], run_realloc0},
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) out[n++] = cs[k];
@@ -662,7 +677,7 @@ static int make_cases(mcase_t *out) {
 }
 
 TEST_MAIN() {
-  static mcase_t cases[128];
+  static mcase_t cases[160];
   int n = make_cases(cases);
   if (argc == 3 && strcmp(argv[1], "--case") == 0) { /* one case, its report on stdout */
     int i = atoi(argv[2]);
