@@ -241,6 +241,9 @@ else
   t arena/regions 60 - hakozuna "$B/arena/regions"
   t arena/cpu_arenas 60 - hakozuna "$B/arena/cpu_arenas"
   t arena/impossible 60 - hakozuna "$B/arena/impossible"
+  e arena/sandbox "a seccomp filter would apply to the emulator's own calls" t arena/sandbox 120 - hakozuna "$B/arena/sandbox"
+  e "arena/sandbox [checked]" "a seccomp filter would apply to the emulator's own calls" \
+    t "arena/sandbox [checked]" 120 "$lib_checked" hakozuna-checked "$B/arena/sandbox"
   e arena/cpu_limit "RLIMIT_AS does not bound the emulator's mappings" t arena/cpu_limit 60 - hakozuna "$B/arena/cpu_limit"
   e init/footprint "/proc/self/pagemap shows the emulator's pages" t init/footprint 60 - hakozuna "$B/init/footprint"
   t heap/span_reuse 60 - hakozuna "$B/heap/span_reuse"

@@ -21,39 +21,14 @@
 #include "check.h"
 #include "testutil.h"
 
-#include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
+#include "seccomp.h"
 
-#if defined(__x86_64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
+#include <errno.h>
+#include <sys/mman.h>
 
 static int refuse_mprotect(void) {
-#ifdef TEST_AUDIT_ARCH
-  struct sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mprotect, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
-  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
-#else
-  errno = ENOSYS;
-  return -1;
-#endif
+  static const long nrs[] = {SYS_mprotect};
+  return tu_refuse_syscalls(nrs, 1, EPERM);
 }
 
 enum { SIZE = 40000, N = 96 * 1024 * 1024 / SIZE };
