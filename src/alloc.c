@@ -184,6 +184,7 @@ static hz_noinline void free_remote_slow(hz_heap_t *h, hz_span_t *s, hz_block_t 
 
 /* (the checked build's remote frees wait in its quarantine first) */
 static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
+  if (!HZ_CHECKED && hz_stash_adopt(h, s, b)) return;
   if (HZ_CHECKED || !hz_remote_put(h, s, b)) free_remote_slow(h, s, b, fn);
 }
 

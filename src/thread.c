@@ -166,8 +166,10 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
    * to other heaps is sent. */
   hz_remote_drain(h);
   if (force) hz_quarantine_flush(h);
+  /* (first: spans it empties are retired below, and the blocks of other
+   * heaps it held go out with the flush) */
+  if (force) hz_stash_empty(h);
   hz_remote_flush(h);
-  if (force) hz_stash_empty(h); /* (first: spans it empties are retired below) */
   for (uint32_t w = 0; w < sizeof h->classes / sizeof h->classes[0]; w++)
     for (uint64_t m = h->classes[w]; m != 0; m &= m - 1) {
       uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(m);

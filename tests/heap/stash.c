@@ -23,6 +23,12 @@
  *    delay has passed while the thread goes on with other sizes (slow-path
  *    calls: large blocks): unused_stashed falls to 0 (within 10 s; with the
  *    purge delay at 20 ms it takes well under one). Kept, it stayed.
+ * 7. A thread that uses the class itself and frees another thread's blocks
+ *    while their owner has not taken the ones it was sent keeps them on its
+ *    own stash (hz_stash_adopt, docs/perf.md §78): its next malloc returns
+ *    the last one it freed (before, its own stashed block, while the other
+ *    waited in the owner's inbox). Its exit sends them to their owner:
+ *    the class's statistics balance and the owner gets them back.
  * The class is 20 KiB (20000-byte requests): a stash of 12 blocks by default
  * (HAKOZUNA_STASH=256 KiB), spans of 8 blocks after a first span of one. */
 #include "check.h"
@@ -167,6 +173,56 @@ static void remote_frees(void) {
   hz_collect(1);
 }
 
+/* 8 blocks of 20 KiB send the owner at least one batch (64 KiB or 32
+ * blocks, remote.c) that it does not take while it waits in the join. */
+enum { ADOPT_SENT = 8 };
+static char *adopt_blocks[ADOPT_SENT + 1], *adopt_got, *adopt_own;
+
+static void *adopt_thread(void *arg) {
+  (void)arg;
+  adopt_own = malloc(REQ); /* the thread uses the class: it has a stash */
+  if (adopt_own != NULL) memset(adopt_own, 5, REQ);
+  free(adopt_own);
+  for (int i = 0; i <= ADOPT_SENT; i++) free(adopt_blocks[i]);
+  adopt_got = malloc(REQ);
+  if (adopt_got != NULL) memset(adopt_got, 6, REQ);
+  free(adopt_got);
+  return NULL;
+}
+
+static void adopted(int c) {
+  hz_class_stats_t before = class_stats(c);
+  for (int i = 0; i <= ADOPT_SENT; i++) {
+    adopt_blocks[i] = malloc(REQ);
+    if (CHECK(adopt_blocks[i] != NULL)) memset(adopt_blocks[i], 2, REQ);
+  }
+  pthread_t th;
+  if (!CHECK(pthread_create(&th, NULL, adopt_thread, NULL) == 0)) return;
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECKF(adopt_got == adopt_blocks[ADOPT_SENT],
+         "a thread freed another's block %p while its owner had blocks waiting; its next malloc gave %p (its own "
+         "was %p)",
+         (void *)adopt_blocks[ADOPT_SENT], (void *)adopt_got, (void *)adopt_own);
+  hz_class_stats_t now = class_stats(c);
+  CHECKF(now.live == before.live && now.frees - before.frees == now.mallocs - before.mallocs,
+         "with every block freed: %llu live (%llu before), %llu mallocs and %llu frees since",
+         (unsigned long long)now.live, (unsigned long long)before.live,
+         (unsigned long long)(now.mallocs - before.mallocs), (unsigned long long)(now.frees - before.frees));
+  /* (adopt_got, the owner's too, was freed there as well) */
+  CHECKF(now.remote_frees - before.remote_frees == ADOPT_SENT + 2, "%llu remote frees counted, want %d",
+         (unsigned long long)(now.remote_frees - before.remote_frees), ADOPT_SENT + 2);
+  /* The exit sent the stashed ones on: they are all the owner's again. */
+  char *b[ADOPT_SENT + 1];
+  int back = 0;
+  for (int i = 0; i <= ADOPT_SENT; i++) {
+    b[i] = malloc(REQ);
+    for (int k = 0; k <= ADOPT_SENT; k++) back += b[i] == adopt_blocks[k];
+  }
+  CHECKF(back == ADOPT_SENT + 1, "%d of the %d blocks came back to their owner", back, ADOPT_SENT + 1);
+  for (int i = 0; i <= ADOPT_SENT; i++) free(b[i]);
+  hz_collect(1);
+}
+
 static void stash_ages(void) {
   char *b[N];
   CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 20) == 0);
@@ -201,6 +257,7 @@ TEST_MAIN() {
   counted_and_collected(c);
   thread_exit();
   remote_frees();
+  adopted(c);
   stash_ages();
   return check_failed();
 }

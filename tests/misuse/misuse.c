@@ -251,6 +251,17 @@ static void *free_in_maker_thread(void *p) {
   return NULL;
 }
 
+/* A thread that uses blocks of p's size frees p after others of its owner,
+ * who takes none of them meanwhile: p goes onto that thread's stash
+ * (src/stash.c, hz_stash_adopt) with its free tag set. */
+static void *owner_others[8];
+static void *free_in_user_thread(void *p) {
+  free_fn(malloc_fn(usable_fn(p)));
+  for (int i = 0; i < 8; i++) free_fn(owner_others[i]);
+  free_fn(p);
+  return NULL;
+}
+
 /* First free in another thread (a remote free, by `first`), the second here. */
 static void double_remote(const mcase_t *c, void *(*first)(void *)) {
   void *p = malloc_fn(c->size);
@@ -263,6 +274,11 @@ static void double_remote(const mcase_t *c, void *(*first)(void *)) {
 }
 static void run_double_remote(const mcase_t *c) { double_remote(c, free_in_thread); }
 static void run_double_remote_maker(const mcase_t *c) { double_remote(c, free_in_maker_thread); }
+static void run_double_remote_user(const mcase_t *c) {
+  for (int i = 0; i < 8; i++)
+    if ((owner_others[i] = malloc_fn(c->size)) == NULL) _exit(5);
+  double_remote(c, free_in_user_thread);
+}
 
 /* Many allocations and frees of other sizes between the two frees. The same
  * churn runs once before the block exists, so that it has its memory
@@ -632,6 +648,8 @@ static int make_cases(mcase_t *out) {
          run_double_remote},
         {"first free in another thread that makes large blocks", FN_FREE, EXPECT_DOUBLE, sizes[i],
          run_double_remote_maker},
+        {"first free in another thread that uses the size, after blocks its owner has not taken", FN_FREE, EXPECT_DOUBLE,
+         sizes[i], run_double_remote_user},
         {"free after realloc(p, 0)", FN_FREE, EXPECT_DOUBLE, sizes[i], run_realloc0},
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) out[n++] = cs[k];

@@ -15,7 +15,9 @@
  *    that kept them would fill its cache with memory it never uses while
  *    its producer took new spans (prodcons with 32-70 KB blocks ran at
  *    0.6 of the speed when every such free was kept).
- * 3. Threads that each make large blocks of random sizes and pass them
+ * 3. Threads that each make large blocks of random sizes, and blocks of
+ *    1-32 KiB that a freeing thread may keep on its stash (src/stash.c,
+ *    hz_stash_adopt), and pass them
  *    through a shared ring, every block filled with a pattern from its
  *    address and checked before it is freed, HZ_STRESS_SECONDS (2 s); then
  *    the statistics: as many large frees as mallocs, no more large bytes
@@ -114,7 +116,9 @@ static void *stress_thread(void *arg) {
     for (int k = 0; k < 64; k++) {
       seed = seed * 6364136223846793005u + 1442695040888963407u;
       size_t n = 32769 + (size_t)(seed >> 33) % 300000;
-      if ((seed >> 20) % 8 == 0) n = 16 + (size_t)(seed >> 40) % 2000; /* some small ones between */
+      uint32_t kind = (uint32_t)(seed >> 20) % 8;
+      if (kind == 0) n = 16 + (size_t)(seed >> 40) % 2000; /* some small ones between */
+      if (kind == 1 || kind == 2) n = 1000 + (size_t)(seed >> 40) % 31000; /* stashed ones (hz_stash_adopt) */
       uint64_t *p = malloc(n);
       if (p == NULL) {
         bad++;
