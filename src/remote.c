@@ -58,7 +58,7 @@ static bool outbox_is_run(const hz_outbox_t *o, uint32_t n) {
   return true;
 }
 
-static void outbox_send(hz_outbox_t *o) {
+static void outbox_send(hz_heap_t *h, hz_outbox_t *o) {
   hz_heap_t *owner = o->owner;
   uint32_t n = o->count;
   hz_block_t *first, *last;
@@ -92,6 +92,12 @@ static void outbox_send(hz_outbox_t *o) {
     hz_block_retag(last);
   } while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &old, first, memory_order_release,
                                                   memory_order_relaxed));
+  /* (the owner has not taken what came before for a while: stash.c, hz_stash_adopt) */
+  if (h != NULL)
+    h->behind[o - h->outbox] =
+        old != NULL && hz_os_now_ms() - __atomic_load_n(&owner->inbox_taken_ms, __ATOMIC_RELAXED) >= HZ_BEHIND_MS
+            ? owner
+            : NULL;
   o->owner = NULL;
   o->count = o->bytes = o->carrier_size = 0;
   /* An owner that idles would keep the batch: the purge thread looks
@@ -103,7 +109,7 @@ static void outbox_send(hz_outbox_t *o) {
 void hz_remote_flush(hz_heap_t *h) {
   if (h->outbox_used == 0) return;
   for (int i = 0; i < HZ_OUTBOX; i++)
-    if (h->outbox[i].owner) outbox_send(&h->outbox[i]);
+    if (h->outbox[i].owner) outbox_send(h, &h->outbox[i]);
   h->outbox_used = 0;
 }
 
@@ -139,7 +145,7 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
       atomic_fetch_sub_explicit(&hz_remote_orphan_large_bytes, s->block_size, memory_order_relaxed);
     hz_outbox_t one = {.owner = owner};
     outbox_put(&one, b, 0);
-    outbox_send(&one);
+    outbox_send(NULL, &one);
     return;
   }
   hz_heap_enter(h);
@@ -151,13 +157,13 @@ void hz_remote_free(hz_heap_t *h, hz_span_t *s, hz_block_t *b) {
   }
   hz_outbox_t *o = &h->outbox[hz_heap_slot(owner) % HZ_OUTBOX];
   if (o->owner != owner) {
-    if (o->owner) outbox_send(o);
+    if (o->owner) outbox_send(h, o);
     else h->outbox_used++;
     o->owner = owner;
   }
   outbox_put(o, b, s->block_size);
   if (o->count >= HZ_OUTBOX_BATCH || o->bytes >= HZ_OUTBOX_BYTES) {
-    outbox_send(o);
+    outbox_send(h, o);
     h->outbox_used--;
   }
   hz_heap_leave(h);
@@ -204,6 +210,7 @@ static bool drain_run(void *ctx, hz_run_t *r, uintptr_t *m) {
 bool hz_remote_drain(hz_heap_t *h) {
   uintptr_t m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
   if (m == 0) return false;
+  __atomic_store_n(&h->inbox_taken_ms, hz_os_now_ms(), __ATOMIC_RELAXED);
   inbox_walk(m, drain_one, drain_run, NULL);
   return true;
 }

@@ -22,8 +22,8 @@
  * that fills it sends the older half back to their spans; malloc_trim,
  * hz_collect and the thread's exit send all, and so does the owner's
  * first slow path after a purge delay with no malloc of the class. Remote frees go to the
- * block's span as before (remote.c), but while the owner has not taken its
- * inbox the freeing thread stashes them itself (hz_stash_adopt). An empty stash makes malloc refill
+ * block's span as before (remote.c), but while the owner is behind in
+ * taking its inbox the freeing thread stashes them itself (hz_stash_adopt). An empty stash makes malloc refill
  * from the span behind it (its `next`), as a class without a stash refills
  * its current span. The idle trim leaves stashes alone, as it leaves
  * current spans (trim.c): the owner's malloc pops them without a lock. */
@@ -149,28 +149,28 @@ void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b) {
 
 /* A block of a stashed class that another heap owns, freed by this thread
  * (alloc.c, free_remote): onto this thread's stash of the class, if it has
- * one (it makes such blocks itself) and the owner has not yet taken the
- * blocks last sent to it. Threads that take turns at the same work (a Go
+ * one (it makes such blocks itself) and the owner is behind: at this
+ * thread's last send to it, the owner's inbox still held blocks and it had
+ * not taken its inbox since the coarse clock's last tick (HZ_BEHIND_MS;
+ * remote.c, outbox_send). Threads that take turns at the same work (a Go
  * program's goroutines calling C, a pool with more threads than cores)
- * free mostly other threads' blocks, and an owner that is not running
- * takes its inbox late: meanwhile each freeing thread made new spans for
- * its own mallocs, and its blocks were cold by the time they were reused
- * (bench/channel, 1-32 KB: 1.8x the speed, 0.6x the peak RSS; docs/perf.md
- * §78). The block stays its span's, which counts it in use; this thread's
- * next malloc of the class takes it with its lines still in this cache, or
- * the stash's flush sends it to its owner (stash_flush). Statistics count
- * it as a remote free that arrived. An owner that keeps up gets its blocks
- * back as before: taken always, a block another heap owns never became
- * local again, and every later free of it was remote (§77). */
+ * free mostly each other's blocks, and an owner that is not running takes
+ * them late: meanwhile the freeing threads made new spans for their own
+ * mallocs, whose blocks were cold (docs/perf.md §78). The block stays its
+ * span's, which counts it in use; this thread's next malloc of the class
+ * takes it with its lines in this cache, or the stash's flush sends it to
+ * its owner (stash_flush). Statistics count it as a remote free that
+ * arrived. An owner that keeps up gets its blocks back as before: taken
+ * always, a block another heap owns never became local again and every
+ * later free of it was remote (rptest -36%, §77). */
 bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
-  uint32_t c = s->cls;
   hz_heap_t *owner = s->heap;
-  if (h->stash == NULL || c < HZ_STASH_FIRST || c >= HZ_STASH_FIRST + HZ_STASHED || s->kind != HZ_SPAN_SMALL ||
-      owner == NULL)
+  uint32_t c = s->cls;
+  if (owner == NULL || h->behind[hz_heap_slot(owner) % HZ_OUTBOX] != owner || c < HZ_STASH_FIRST ||
+      c >= HZ_STASH_FIRST + HZ_STASHED || s->kind != HZ_SPAN_SMALL || h->stash == NULL)
     return false;
   hz_span_t *t = stash_of(h, c);
-  if (t->kind != HZ_SPAN_STASH || !h->live || atomic_load_explicit(&owner->inbox, memory_order_relaxed) == NULL)
-    return false;
+  if (t->kind != HZ_SPAN_STASH || !h->live) return false;
   b->tag = hz_block_tag(s, b);
   h->n.remote_free[c]++;
   h->n.remote_back[c]++;

@@ -138,6 +138,20 @@ static inline double tu_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Until CLOCK_MONOTONIC reads t: for code that looks at how much time has
+ * passed (hz_stash_adopt's owner that has not taken its inbox for a tick of
+ * the coarse clock), not for waiting on another thread. */
+static inline void tu_wait_until(double t) {
+  while (tu_now() < t) {
+#ifdef _WIN32
+    Sleep(1);
+#else
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+#endif
+  }
+}
+
 /* Resident set size in bytes, from /proc/self/statm (-1 if unreadable). */
 #ifdef _WIN32
 static inline long tu_rss(void) {
