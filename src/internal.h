@@ -440,10 +440,10 @@ static inline bool hz_span_push_list(hz_span_t *s, hz_block_t *first, hz_block_t
 #define HZ_QUARANTINE 1024      /* checked build: freed small blocks held back */
 #define HZ_QUARANTINE_LARGE 16  /* checked build: freed large spans held back */
 #define HZ_OUTBOX_BATCH 32
-/* An owner that has blocks waiting in its inbox and has not taken it for
- * this long (1: since the coarse clock last ticked, every 1-4 ms) is
- * behind, most likely not running: the freeing thread keeps the blocks of
- * 1-32 KiB it would send it (stash.c, hz_stash_adopt). */
+/* An owner whose inbox has held blocks for this long (1: since the coarse
+ * clock last ticked, every 1-4 ms) is behind, most likely not running: the
+ * freeing thread keeps the blocks of 1-32 KiB it would send it (stash.c,
+ * hz_stash_adopt). */
 #define HZ_BEHIND_MS 1
 typedef struct hz_outbox_s {
   struct hz_heap_s *owner;
@@ -480,11 +480,11 @@ typedef struct hz_heap_s {
   uint64_t classes[(HZ_NCLASS + 63) / 64]; /* classes with a current or listed span: what
                                            heap_collect walks (a thread's exit visited all 72) */
   _Atomic(hz_block_t *) inbox;          /* remote frees from other threads */
-  uint64_t inbox_taken_ms;              /* when the owner last took its inbox (hz_os_now_ms; hz_stash_adopt) */
+  uint64_t inbox_since_ms;              /* when the inbox last went from empty to holding blocks (remote.c) */
   hz_outbox_t outbox[HZ_OUTBOX];        /* our remote frees not yet sent */
   uint32_t outbox_used;                 /* outboxes holding blocks */
-  struct hz_heap_s *behind[HZ_OUTBOX];  /* owners that had not taken their inbox for HZ_BEHIND_MS at
-                                           our last send to them (remote.c, outbox_send; stash.c) */
+  struct hz_heap_s *behind[HZ_OUTBOX];  /* owners whose inbox had held blocks for HZ_BEHIND_MS at our
+                                           last send to them (remote.c, outbox_send; stash.c) */
   hz_span_t *cache[HZ_LARGE_MAX_SLICES + 1]; /* empty spans by slice count */
   size_t cache_slices;
   uint32_t large_credit;                /* large mallocs not yet matched by another's large block taken (heap.c) */

@@ -92,12 +92,15 @@ static void outbox_send(hz_heap_t *h, hz_outbox_t *o) {
     hz_block_retag(last);
   } while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &old, first, memory_order_release,
                                                   memory_order_relaxed));
-  /* (the owner has not taken what came before for a while: stash.c, hz_stash_adopt) */
-  if (h != NULL)
-    h->behind[o - h->outbox] =
-        old != NULL && hz_os_now_ms() - __atomic_load_n(&owner->inbox_taken_ms, __ATOMIC_RELAXED) >= HZ_BEHIND_MS
-            ? owner
-            : NULL;
+  /* How long blocks have waited there (stash.c, hz_stash_adopt): the send
+   * that finds the inbox empty starts the clock; the owner's take ends it. */
+  if (old == NULL) {
+    __atomic_store_n(&owner->inbox_since_ms, hz_os_now_ms(), __ATOMIC_RELAXED);
+    if (h != NULL) h->behind[o - h->outbox] = NULL;
+  } else if (h != NULL) {
+    bool behind = hz_os_now_ms() - __atomic_load_n(&owner->inbox_since_ms, __ATOMIC_RELAXED) >= HZ_BEHIND_MS;
+    h->behind[o - h->outbox] = behind ? owner : NULL;
+  }
   o->owner = NULL;
   o->count = o->bytes = o->carrier_size = 0;
   /* An owner that idles would keep the batch: the purge thread looks
@@ -210,7 +213,6 @@ static bool drain_run(void *ctx, hz_run_t *r, uintptr_t *m) {
 bool hz_remote_drain(hz_heap_t *h) {
   uintptr_t m = (uintptr_t)atomic_exchange_explicit(&h->inbox, NULL, memory_order_acquire);
   if (m == 0) return false;
-  __atomic_store_n(&h->inbox_taken_ms, hz_os_now_ms(), __ATOMIC_RELAXED);
   inbox_walk(m, drain_one, drain_run, NULL);
   return true;
 }

@@ -150,9 +150,9 @@ void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b) {
 /* A block of a stashed class that another heap owns, freed by this thread
  * (alloc.c, free_remote): onto this thread's stash of the class, if it has
  * one (it makes such blocks itself) and the owner is behind: at this
- * thread's last send to it, the owner's inbox still held blocks and it had
- * not taken its inbox since the coarse clock's last tick (HZ_BEHIND_MS;
- * remote.c, outbox_send). Threads that take turns at the same work (a Go
+ * thread's last send to it, the owner's inbox had held blocks since before
+ * the coarse clock's last tick (HZ_BEHIND_MS; remote.c, outbox_send).
+ * Threads that take turns at the same work (a Go
  * program's goroutines calling C, a pool with more threads than cores)
  * free mostly each other's blocks, and an owner that is not running takes
  * them late: meanwhile the freeing threads made new spans for their own

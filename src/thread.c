@@ -74,7 +74,6 @@ static hz_noinline hz_heap_t *heap_setup(void) {
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
   }
   if (h) {
-    __atomic_store_n(&h->inbox_taken_ms, hz_os_now_ms(), __ATOMIC_RELAXED); /* (not behind: stash.c) */
     __atomic_store_n(&h->live, true, __ATOMIC_RELAXED); /* (the idle trim reads it unlocked) */
     hz_tls_heap = h; /* under the lock: a fork child rebuilding the heap list sees it is ours */
   }

@@ -24,8 +24,8 @@
  *    calls: large blocks): unused_stashed falls to 0 (within 10 s; with the
  *    purge delay at 20 ms it takes well under one). Kept, it stayed.
  * 7. A thread that uses the class itself and frees another thread's blocks
- *    while their owner has not taken the ones it was sent for a tick of the
- *    coarse clock keeps them on its
+ *    while the ones it sent before have waited in their owner's inbox for a
+ *    tick of the coarse clock keeps them on its
  *    own stash (hz_stash_adopt, docs/perf.md §78): its next malloc returns
  *    the last one it freed (before, its own stashed block, while the other
  *    waited in the owner's inbox). Its exit sends them to their owner:
@@ -177,8 +177,7 @@ static void remote_frees(void) {
 /* 4 blocks of 20 KiB send the owner a batch (64 KiB or 32 blocks,
  * remote.c), which it does not take while it waits in the join; 10 ms
  * later (the coarse clock ticks every 1-4 ms) the next 4 find that batch
- * there and the owner's inbox not taken since before the thread started:
- * it is behind, and the ninth block is adopted. */
+ * still there: the owner is behind, and the ninth block is adopted. */
 enum { ADOPT_SENT = 8 };
 static char *adopt_blocks[ADOPT_SENT + 1], *adopt_got, *adopt_own;
 static double adopt_start;
@@ -204,7 +203,7 @@ static void adopted(int c) {
     if (CHECK(adopt_blocks[i] != NULL)) memset(adopt_blocks[i], 2, REQ);
   }
   pthread_t th;
-  adopt_start = tu_now(); /* (main's last malloc, and so its last look at its inbox, was before) */
+  adopt_start = tu_now();
   if (!CHECK(pthread_create(&th, NULL, adopt_thread, NULL) == 0)) return;
   CHECK(pthread_join(th, NULL) == 0);
   CHECKF(adopt_got == adopt_blocks[ADOPT_SENT],

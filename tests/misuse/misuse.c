@@ -253,8 +253,9 @@ static void *free_in_maker_thread(void *p) {
 
 /* A thread that uses blocks of p's size frees p after others of its owner,
  * who takes none of them meanwhile (it waits in the join), the last 4 sent
- * 10 ms after the first 4 (the coarse clock has ticked since): p goes onto
- * that thread's stash (src/stash.c, hz_stash_adopt) with its free tag set. */
+ * 10 ms after the first 4, which still wait in its inbox (the coarse clock
+ * has ticked since): the owner is behind, and p goes onto that thread's
+ * stash (src/stash.c, hz_stash_adopt) with its free tag set. */
 static void *owner_others[8];
 static double owner_start;
 static void *free_in_user_thread(void *p) {
