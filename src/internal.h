@@ -462,6 +462,8 @@ typedef struct hz_heap_counters_s {
   uint64_t large_frees;
   uint64_t remote_free[HZ_NCLASS + 1];   /* blocks this heap freed for other heaps */
   uint64_t remote_back[HZ_NCLASS + 1];   /* blocks of this heap's spans back from others */
+  uint64_t adopted[HZ_NCLASS];           /* other heaps' blocks on this heap's stashes (stash.c; not
+                                            remote_back, which the idle trim writes meanwhile) */
   uint64_t remote_large_sent, remote_large_back; /* bytes of large blocks, likewise */
   uint64_t refill[HZ_NCLASS + 1];
   uint64_t span_blocks[HZ_NCLASS];       /* capacity of this heap's spans */

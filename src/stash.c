@@ -115,9 +115,9 @@ static void stash_flush(hz_heap_t *h, hz_span_t *t, uint32_t keep) {
     hz_span_t *s = hz_span_of(b);
     if (s->heap == h) {
       hz_heap_block_back(h, s, b);
-    } else { /* adopted (hz_stash_adopt): to its owner now, a block in transit again */
+    } else { /* adopted (hz_stash_adopt): to its owner now, in transit (its free was counted) */
+      h->n.adopted[s->cls]--;
       h->n.remote_free[s->cls]--;
-      h->n.remote_back[s->cls]--;
       hz_remote_free(h, s, b);
     }
   }
@@ -159,8 +159,8 @@ void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b) {
  * mallocs, whose blocks were cold (docs/perf.md §78). The block stays its
  * span's, which counts it in use; this thread's next malloc of the class
  * takes it with its lines in this cache, or the stash's flush sends it to
- * its owner (stash_flush). Statistics count it as a remote free that
- * arrived. An owner that keeps up gets its blocks back as before: taken
+ * its owner (stash_flush). Statistics count it as a remote free, not in
+ * transit. An owner that keeps up gets its blocks back as before: taken
  * always, a block another heap owns never became local again and every
  * later free of it was remote (rptest -36%, §77). */
 bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
@@ -173,7 +173,7 @@ bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
   if (t->kind != HZ_SPAN_STASH || !h->live) return false;
   b->tag = hz_block_tag(s, b);
   h->n.remote_free[c]++;
-  h->n.remote_back[c]++;
+  h->n.adopted[c]++;
   if (hz_span_push(t, b)) hz_stash_full(h, t);
   return true;
 }

@@ -150,7 +150,7 @@ static int stats_get(hz_stats_t *out) {
     for (int c = 0; c < HZ_NCLASS; c++) {
       cs[c].mallocs += mallocs[c];
       cs[c].remote_frees += h->n.remote_free[c];
-      back[c] += h->n.remote_back[c];
+      back[c] += h->n.remote_back[c] + h->n.adopted[c]; /* (on a stash, not in transit) */
 #if HZ_CHECKED
       held[c] += h->quarantined[c]; /* freed, not yet back in their span */
 #endif
