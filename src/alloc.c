@@ -428,8 +428,8 @@ hz_noinline void hz_free_sized_new(void *p, size_t n, size_t align, const char *
   else if (m == HZ_MAP_ZERO)
     want = n == 0 ? 0 : SIZE_MAX;
   else if (hz_span_of(p)->kind == HZ_SPAN_SMALL) { /* (the class decides: the checked build's usable size is the request) */
-    want = c < HZ_NCLASS ? hz_class_size(c) : SIZE_MAX;
-    have = hz_span_of(p)->block_size;
+    have = hz_span_of(p)->block_size; /* (or a class above, lent: hz_stash_borrow) */
+    want = c < HZ_NCLASS && hz_stash_lent(c, hz_span_of(p)->cls) ? have : SIZE_MAX;
   }
   else
     want = c >= HZ_NCLASS && !goes_huge(n, align) ? hz_large_block_size(n ? n : 1) - HZ_LARGE_GUARD : SIZE_MAX;

@@ -25,6 +25,7 @@ __thread hz_heap_t *hz_tls_heap = &hz_heap_empty;
 static uint8_t hz_class_slices[HZ_NCLASS];
 static uint64_t hz_class_recip[HZ_NCLASS];
 static uint16_t hz_class_carve[HZ_NCLASS]; /* blocks a carve puts on the list: a page's worth, at least 1 */
+uint8_t hz_class_lenders[HZ_NCLASS];         /* bit i: class c + 1 + i may lend to c (hz_stash_borrow) */
 /* hz_class_of_slow(16 * i), constant so that a thread's very first malloc,
  * before hz_init, already picks the right class (hz_heap_init verifies it).
  * One table for every small size: a second one for sizes over 1 KiB, behind
@@ -63,8 +64,18 @@ void hz_heap_page_size_init(void) {
   hz_options[HZ_OPTION_PAGE_SIZE] = (long)hz_os_page_size;
   if (hz_os_page_size > HZ_SLICE_SIZE) hz_span_granule = hz_os_page_size / HZ_SLICE_SIZE;
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
-    size_t n = hz_os_page_size / hz_class_size(c);
+    size_t size = hz_class_size(c), n = hz_os_page_size / size;
     hz_class_carve[c] = (uint16_t)(n < 1 ? 1 : n > UINT16_MAX ? UINT16_MAX : n);
+    /* Blocks of a page or more, from stashed classes whose blocks are as
+     * aligned as c's: aligned_alloc picks a class by its alignment
+     * (alloc.c, small_class). */
+    hz_class_lenders[c] = 0;
+    for (uint32_t i = 0; i < HZ_BORROW_CLASSES; i++) {
+      uint32_t k = c + 1 + i;
+      if (HZ_STASHED != 0 && size >= hz_os_page_size && k < HZ_STASH_FIRST + HZ_STASHED &&
+          (hz_class_size(k) & ((size & -size) - 1)) == 0)
+        hz_class_lenders[c] |= (uint8_t)(1u << i);
+    }
   }
 }
 
@@ -432,6 +443,13 @@ static inline bool heap_try_enter(hz_heap_t *h) {
   return false;
 }
 
+/* Class c is about to take fresh memory: for blocks of a page or more, a
+ * freed block of a class above it may stand in (stash.c, hz_stash_borrow).
+ * (The test inline: refill_quick makes no call for the other classes.) */
+static inline void *borrow(hz_heap_t *h, uint32_t c) {
+  return hz_class_lenders[c] != 0 && h->stash != NULL ? hz_stash_borrow(h, c) : NULL;
+}
+
 /* The commonest refills, with nothing else to do first (no remote frees
  * waiting, none to send, no cache to age, no page trimmed): carve the
  * current span, or, when it is full, make the next span of the class with
@@ -445,6 +463,8 @@ static inline void *refill_quick(hz_heap_t *h, uint32_t c) {
     return NULL;
   if (s->free != NULL) { /* (the span behind an empty stash) */
   } else if (s->carved < s->capacity) {
+    void *b = borrow(h, c);
+    if (b != NULL) return b;
     span_carve(s);
   } else {
     hz_span_t *next = h->lists[c] != s ? h->lists[c] : s->next;
@@ -472,13 +492,19 @@ static hz_noinline void *heap_alloc_small(hz_heap_t *h, uint32_t c) {
     hz_span_t *s = *hz_heap_cur_slot(h, c);
     if (s != &hz_span_empty) {
       if (s->free == NULL && s->trimmed) span_untrim(s);
-      if (s->free == NULL && s->carved < s->capacity) span_carve(s);
+      if (s->free == NULL && s->carved < s->capacity) {
+        void *b = borrow(h, c);
+        if (b != NULL) return b;
+        span_carve(s);
+      }
       if (s->free) return feed_pop(h, s, c);
       hz_heap_list_remove(h, s); /* full until a block comes back */
       /* (the next span with room replaces it directly: the commonest refill) */
       if (h->lists[c] == NULL) hz_heap_set_cur(h, c, &hz_span_empty);
     }
     if ((s = h->lists[c]) != NULL) { hz_heap_set_cur(h, c, s); continue; }
+    void *b = borrow(h, c);
+    if (b != NULL) return b;
     s = heap_take_span(h, class_span_slices(h, c), 1, c);
     if (s == NULL) return NULL;
     span_init_small(h, s, c);

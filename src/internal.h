@@ -643,6 +643,10 @@ void hz_stash_full(hz_heap_t *h, hz_span_t *t); /* a free filled stash t: its ol
 void hz_stash_fill(hz_span_t *t, hz_span_t *s); /* refill: blocks of s's list onto stash t */
 void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b); /* a remote free, drained (entered) */
 bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b);
+void *hz_stash_borrow(hz_heap_t *h, uint32_t c); /* a larger class's freed block for c, or NULL (entered; h->stash) */
+extern uint8_t hz_class_lenders[HZ_NCLASS];
+bool hz_stash_lent(uint32_t c, uint32_t k);     /* may hz_stash_borrow hand a block of class k out for class c? */
+#define HZ_BORROW_CLASSES 2
 void hz_stash_age(hz_heap_t *h);               /* once a purge delay: idle classes' stashes go back */
 void hz_stash_empty(hz_heap_t *h);             /* every stashed block back to its span (entered) */
 uint64_t hz_stash_count(const hz_heap_t *h, uint32_t c); /* blocks stashed (racy from other threads) */

@@ -178,6 +178,36 @@ bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
   return true;
 }
 
+/* Classes of blocks of a page or more, a span of a few blocks each, where a
+ * malloc that finds no free block of its class would carve fresh memory:
+ * a second freed block waiting in the stash of one of the next two classes
+ * (at most 27% bigger) stands in for it. A program whose sizes drift (a
+ * set of buffers that shrinks as it works, espresso's) left a few freed
+ * blocks in each class it passed through and touched new pages in the next:
+ * each class a span of its own. A stash lends only while it holds two, so
+ * that a steady mix of sizes keeps its classes: lending the last one too,
+ * blocks drifted to bigger classes (random_mixed over a live set of
+ * 100,000 blocks of 4-32 KiB, +2.6% peak RSS; docs/perf.md §79). Which classes lend to which:
+ * hz_class_lenders (heap.c). Not while the lender's profiler countdown is
+ * due: the caller samples by its own class. */
+bool hz_stash_lent(uint32_t c, uint32_t k) {
+  return k == c || (k > c && k - c <= HZ_BORROW_CLASSES && (hz_class_lenders[c] >> (k - c - 1) & 1));
+}
+
+void *hz_stash_borrow(hz_heap_t *h, uint32_t c) {
+  for (uint32_t m = hz_class_lenders[c], k = c + 1; m != 0; m >>= 1, k++) {
+    hz_span_t *t = stash_of(h, k);
+    hz_block_t *b = t->free;
+    if (!(m & 1) || t->kind != HZ_SPAN_STASH || b == NULL || b->next == NULL || h->n.sample_left[k] <= 0) continue;
+    t->free = hz_next_decode(b, b->next);
+    t->uses++;
+    if (!HZ_NOCHECK) b->tag = 0;
+    h->n.sample_left[k]--;
+    return b;
+  }
+  return NULL;
+}
+
 void hz_stash_full(hz_heap_t *h, hz_span_t *t) {
   hz_heap_enter(h);
   stash_flush(h, t, stash_cap(t->cls) / 2);

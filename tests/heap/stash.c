@@ -30,12 +30,21 @@
  *    the last one it freed (before, its own stashed block, while the other
  *    waited in the owner's inbox). Its exit sends them to their owner:
  *    the class's statistics balance and the owner gets them back.
+ * 8. A malloc that finds no block of its class (9216 bytes) takes a freed
+ *    block of a class above it (10240) from that class's stash rather than
+ *    fresh memory (hz_stash_borrow, docs/perf.md §79), but only while the
+ *    stash holds two: the second malloc gets fresh memory. A C++ sized delete
+ *    of the lent block with the size asked is no misuse. aligned_alloc(8192)
+ *    never gets such a block: no class above 8192 lends to it (9216 and
+ *    10240 are multiples of 1 and 2 KiB only). On the code before, the first
+ *    malloc got fresh memory.
  * The class is 20 KiB (20000-byte requests): a stash of 12 blocks by default
  * (HAKOZUNA_STASH=256 KiB), spans of 8 blocks after a first span of one. */
 #include "check.h"
 #include "testutil.h"
 
 #include <hakozuna.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -230,6 +239,47 @@ static void adopted(int c) {
   hz_collect(1);
 }
 
+#define LEND_REQ 10000   /* the 10240-byte class */
+#define BORROW_REQ 9000  /* the 9216-byte class, the one below */
+void _ZdlPvm(void *p, size_t n); /* C++'s sized operator delete (override_cxx.c) */
+static char *lend_a[3], *lend_p, *lend_q, *lend_al[3];
+static size_t lend_usable;
+
+/* In a thread of its own: a heap that never used these classes. */
+static void *lend_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 3; i++) {
+    lend_a[i] = malloc(LEND_REQ);
+    if (lend_a[i] != NULL) memset(lend_a[i], 1, LEND_REQ);
+  }
+  free(lend_a[0]);
+  free(lend_a[1]); /* the stash of 10240 holds both */
+  lend_p = malloc(BORROW_REQ);
+  lend_usable = malloc_usable_size(lend_p);
+  if (lend_p != NULL) memset(lend_p, 2, BORROW_REQ);
+  lend_q = malloc(BORROW_REQ); /* the stash holds one: not lent */
+  if (lend_q != NULL) memset(lend_q, 3, BORROW_REQ);
+  _ZdlPvm(lend_p, BORROW_REQ);
+  free(lend_q);
+  free(lend_a[2]);
+  for (int i = 0; i < 3; i++) lend_al[i] = aligned_alloc(8192, 8192);
+  for (int i = 0; i < 3; i++) free(lend_al[i]);
+  return NULL;
+}
+
+static void lent(void) {
+  pthread_t th;
+  if (!CHECK(pthread_create(&th, NULL, lend_thread, NULL) == 0)) return;
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECKF(lend_p == lend_a[1], "malloc(%d) with no block of its class and two of 10240 bytes freed (%p, then %p) gave %p",
+         BORROW_REQ, (void *)lend_a[0], (void *)lend_a[1], (void *)lend_p);
+  CHECKF(lend_usable == 10240, "the lent block's usable size is %zu, want 10240", lend_usable);
+  CHECKF(lend_q != NULL && lend_q != lend_a[0], "the next malloc(%d) gave %p: the stash's last block (%p) was lent too",
+         BORROW_REQ, (void *)lend_q, (void *)lend_a[0]);
+  for (int i = 0; i < 3; i++)
+    CHECKF(((uintptr_t)lend_al[i] & 8191) == 0, "aligned_alloc(8192, 8192) gave %p", (void *)lend_al[i]);
+}
+
 static void stash_ages(void) {
   char *b[N];
   CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 20) == 0);
@@ -265,6 +315,7 @@ TEST_MAIN() {
   thread_exit();
   remote_frees();
   adopted(c);
+  lent();
   stash_ages();
   return check_failed();
 }
