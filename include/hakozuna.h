@@ -60,7 +60,9 @@ void *hz_valloc(size_t size) HZ_MALLOC_ATTR HZ_ALLOC_SIZE(1);
 void *hz_pvalloc(size_t size) HZ_MALLOC_ATTR;
 /* Bytes usable at p (>= the size asked for); 0 for NULL. */
 size_t hz_usable_size(const void *p);
-/* The usable size a request of `size` bytes would get. */
+/* The usable size a request of `size` bytes gets: at least this, and exactly
+ * but where a freed block of one of the next two classes stands in for
+ * fresh memory (blocks of a page or more, default build). */
 size_t hz_good_size(size_t size);
 
 /* ---- Control ---- */
