@@ -232,6 +232,13 @@ def thread_flood_cases(cfg):
                  {"threads": t}, 0.05 + t * allocs * 1e-6) for t in (100, 1000)]
 
 
+def thread_churn_cases(cfg):
+    threads = pick(cfg, 200, 1000, 2000)
+    return [Case("thread_churn", f"{label}, {threads} threads",
+                 ["thread_churn", threads, blocks, lo, hi, 1], {}, est * threads)
+            for label, blocks, lo, hi, est in (("8 x 64 KiB-1 MiB", 8, 65536, 1 << 20, 2e-3),)]
+
+
 def server_bench(name, title, about, p99, cases):
     """A real server under load: requests/s, a p99 latency, the server's RSS."""
     return Bench(name, title, about, Metric("rps", "Kreq/s", 1e-3), [p99], cases,
@@ -351,6 +358,13 @@ BENCHES = [
           "1000 blocks of 16-4096 bytes, then freeing them. Op: a malloc or a free.",
           OPS, [Metric("create_secs", "create s", higher_better=False, fmt="{:.3f}")],
           thread_flood_cases),
+    Bench("thread_churn", "thread churn: a thread per task",
+          "Threads run one after another, each created when the last was joined; each "
+          "allocates and writes 8 blocks of 64 KiB-1 MiB, frees them, four times, and "
+          "exits. What a thread freed is for the next one; faults/thread show memory "
+          "faulted in again. Op: one malloc and its free.",
+          Metric("ops_per_sec", "Kops/s", 1e-3), [Metric("faults_per_thread", "faults/thread", fmt="{:.0f}")],
+          thread_churn_cases),
 ]
 
 BY_NAME = {b.name: b for b in BENCHES}

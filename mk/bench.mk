@@ -14,7 +14,8 @@ BENCH_BIN    := $(BUILD)/bench-bin
 BENCH_CFLAGS := -std=gnu11 -O2 -g -gdwarf-4 -Wall -Wextra -pthread
 BENCH_LIBS   := -ldl -lm
 BENCH_PROGS  := random_mixed random_mixed-bump mt_remote larson prodcons handoff channel cache large calloc rounds \
-                realloc_growth redis_like mc_client mem_return thread_flood remote_fan idle_cache runchild new_delete
+                realloc_growth redis_like mc_client mem_return thread_flood thread_churn remote_fan idle_cache runchild \
+                new_delete
 BENCH_EXES   := $(addprefix $(BENCH_BIN)/,$(BENCH_PROGS))
 BENCH_COMMON := bench/bench.c bench/bench.h
 
