@@ -132,7 +132,8 @@ static void adopt(rec_t *r, void *p, size_t req, size_t align, bool zeroed, cons
   EXPECT(u >= req, "%s(%zu) = %p: usable size %zu is too small", what, req, p, u);
   if (align == 0) {
     size_t good = hz_good_size(req), up1 = hz_good_size(good + 1), up2 = hz_good_size(up1 + 1);
-    bool lent = good >= (size_t)hz_option_get(HZ_OPTION_PAGE_SIZE) && up2 <= 32768 && (u == up1 || u == up2);
+    bool lent = good >= (size_t)hz_option_get(HZ_OPTION_PAGE_SIZE) &&
+                ((u == up1 && up1 <= 32768) || (u == up2 && up2 <= 32768)); /* (the last class but one lends up1 only) */
     EXPECT(req > SMALL_LIMIT ? u >= good : u == good || lent, "%s(%zu) = %p: usable size %zu, hz_good_size %zu", what,
            req, p, u, good);
   }
