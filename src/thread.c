@@ -108,14 +108,26 @@ bool hz_heaps_live(void) {
  * no block freed onto it since: only its head, which may have been handed
  * out and freed again, is purged again. Programs that call malloc_trim
  * often (stress-ng's malloc stressor, every 8th round) made a madvise call
- * for every free block over a page at every call. */
+ * for every free block over a page at every call. A block whose pages went
+ * back keeps a mark in its third word (in its first page, which stays): a
+ * later walk skips it unless the block was handed out and written since.
+ * Threads that each took over an exited one's heap, used a few of its free
+ * blocks and left some live purged all of them again at every exit: 107
+ * madvise calls a thread, 4x glibc's system time (docs/perf.md §81). (A
+ * block handed out and freed with that word unchanged keeps its pages
+ * until its span empties: resident memory, never a wrong answer.) */
+static inline uintptr_t purged_mark(const hz_block_t *b) { return ((uintptr_t)b ^ hz_key) * 0x9e3779b97f4a7c15ull; }
 static void span_purge_free_blocks(hz_span_t *s) {
   hz_block_t *head = s->free;
   if (head == NULL) return;
   bool again = head == s->trim_head;
   s->trim_head = head;
-  for (hz_block_t *b = head; b != NULL; b = again ? NULL : hz_next_decode(b, b->next))
+  for (hz_block_t *b = head; b != NULL; b = again ? NULL : hz_next_decode(b, b->next)) {
+    uintptr_t *mark = (uintptr_t *)(b + 1), m = purged_mark(b);
+    if (*mark == m) continue;
     hz_heap_block_purge(b, s->block_size);
+    *mark = m;
+  }
 }
 
 /* Give back what a heap holds but does not use: empty spans (all, or those

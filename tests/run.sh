@@ -250,6 +250,7 @@ else
   t heap/stash 60 - hakozuna "$B/heap/stash"
   t purge/idle_free 60 - hakozuna "$B/purge/idle_free"
   t purge/idle_threaded 60 - hakozuna "$B/purge/idle_threaded"
+  e threads/exit_pages "RSS counts the emulator's own memory" t threads/exit_pages 60 - hakozuna "$B/threads/exit_pages"
   e purge/cycles "RSS and page faults count the emulator's own memory" t purge/cycles 60 - hakozuna "$B/purge/cycles"
   e purge/single "its own thread counts in /proc/self/status, and a fork from a signal handler hangs the emulated child" \
     t purge/single 60 - hakozuna "$B/purge/single"
