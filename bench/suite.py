@@ -235,8 +235,9 @@ def thread_flood_cases(cfg):
 def thread_churn_cases(cfg):
     threads = pick(cfg, 200, 1000, 2000)
     return [Case("thread_churn", f"{label}, {threads} threads",
-                 ["thread_churn", threads, blocks, lo, hi, 1], {}, est * threads)
-            for label, blocks, lo, hi, est in (("8 x 64 KiB-1 MiB", 8, 65536, 1 << 20, 2e-3),)]
+                 ["thread_churn", threads, blocks, lo, hi, 1, keep], {}, est * threads)
+            for label, blocks, lo, hi, keep, est in (("8 x 64 KiB-1 MiB", 8, 65536, 1 << 20, 0, 2e-3),
+                                                     ("32 x 16 B-32 KiB, 1 in 8 left", 32, 16, 32768, 8, 3e-4))]
 
 
 def server_bench(name, title, about, p99, cases):
@@ -360,9 +361,10 @@ BENCHES = [
           thread_flood_cases),
     Bench("thread_churn", "thread churn: a thread per task",
           "Threads run one after another, each created when the last was joined; each "
-          "allocates and writes 8 blocks of 64 KiB-1 MiB, frees them, four times, and "
-          "exits. What a thread freed is for the next one; faults/thread show memory "
-          "faulted in again. Op: one malloc and its free.",
+          "allocates and writes 8 blocks of 64 KiB-1 MiB (or 32 of 16 B-32 KiB), frees them, "
+          "four times, and exits; in the second case every 8th block of its last round "
+          "outlives it (freed at the end). What a thread freed is for the next one; "
+          "faults/thread show memory faulted in again. Op: one malloc and its free.",
           Metric("ops_per_sec", "Kops/s", 1e-3), [Metric("faults_per_thread", "faults/thread", fmt="{:.0f}")],
           thread_churn_cases),
 ]
