@@ -28,7 +28,7 @@ HZ_LINK := -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD))
 TEST_GENERIC := $(addprefix $(TEST_DIR)/,api/api threads/stress threads/fork \
                   threads/churn threads/lastexit threads/join threads/join_tls threads/cancel_pending threads/smallstack init/ctor init/dlopen init/dlclose misuse/misuse \
                   init/reenter init/fork_stdio init/fork_signal purge/trim purge/trim_pages purge/calloc_reuse purge/errno purge/mlock arena/as_limit arena/as_release arena/as_budget arena/mlock_rss arena/no_mprotect \
-                  purge/collect misuse/hardened heap/maps threads/tiny_remote)
+                  purge/collect misuse/hardened heap/maps threads/tiny_remote arena/sandbox_kill)
 TEST_GENERIC_ALL := $(TEST_GENERIC) $(TEST_DIR)/api/cxx \
                     $(TEST_DIR)/init/libdlhelper.so $(TEST_DIR)/init/liballocshim.so \
                     $(TEST_DIR)/threads/libjointls.so $(TEST_DIR)/threads/libjoinadopted.so \
@@ -39,7 +39,7 @@ TEST_LINKED := $(addprefix $(TEST_DIR)/,api/api-hz api/api-hz-checked \
                  link/link-shared \
                  link/link-archive link/link-object link/link-static \
                  init/fork_reclaim purge/trim_huge purge/trim_huge-checked heap/collect \
-                 heap/blockstart trim/idle trim/race heap/exit_return heap/busy_cache arena/busy_purge heap/span_reuse heap/stash purge/idle_free purge/idle_threaded threads/exit_pages purge/single purge/cycles purge/huge_reuse purge/huge_grow purge/huge_grow-checked purge/trim_rate threads/remote threads/idle_inbox threads/fork_trim threads/inbox_full threads/join_adopted threads/large_remote misuse/trim_double init/footprint arena/thp arena/regions arena/cpu_arenas arena/cpu_limit arena/impossible arena/sandbox)
+                 heap/blockstart trim/idle trim/race heap/exit_return heap/busy_cache arena/busy_purge heap/span_reuse heap/stash purge/idle_free purge/idle_threaded threads/exit_pages purge/single purge/cycles purge/huge_reuse purge/huge_grow purge/huge_grow-checked purge/trim_rate purge/no_sleep threads/remote threads/idle_inbox threads/fork_trim threads/inbox_full threads/join_adopted threads/large_remote misuse/trim_double init/footprint arena/thp arena/regions arena/cpu_arenas arena/cpu_limit arena/impossible arena/sandbox)
 
 .PHONY: test-run test-build test-glibc test-need
 # The compilers and python3 every test build and shell test uses: installed
@@ -79,7 +79,7 @@ $(TEST_DIR)/threads/join_adopted: $(TEST_DIR)/threads/libjoinadopted.so
 $(TEST_DIR)/init/liballocshim.so: tests/init/alloc_shim.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared $< -o $@
-$(TEST_DIR)/init/fork_reclaim $(TEST_DIR)/purge/trim_huge $(TEST_DIR)/trim/idle $(TEST_DIR)/trim/race $(TEST_DIR)/heap/exit_return $(TEST_DIR)/heap/busy_cache $(TEST_DIR)/arena/busy_purge $(TEST_DIR)/heap/span_reuse $(TEST_DIR)/heap/stash $(TEST_DIR)/purge/idle_free $(TEST_DIR)/purge/idle_threaded $(TEST_DIR)/threads/exit_pages $(TEST_DIR)/purge/single $(TEST_DIR)/purge/cycles $(TEST_DIR)/purge/huge_reuse $(TEST_DIR)/purge/huge_grow $(TEST_DIR)/purge/trim_rate $(TEST_DIR)/threads/remote $(TEST_DIR)/threads/idle_inbox $(TEST_DIR)/threads/fork_trim $(TEST_DIR)/threads/inbox_full $(TEST_DIR)/threads/join_adopted $(TEST_DIR)/threads/large_remote $(TEST_DIR)/misuse/trim_double $(TEST_DIR)/init/footprint $(TEST_DIR)/arena/thp $(TEST_DIR)/arena/regions $(TEST_DIR)/arena/cpu_arenas $(TEST_DIR)/arena/cpu_limit $(TEST_DIR)/arena/impossible $(TEST_DIR)/arena/sandbox: $(TEST_DIR)/%: tests/%.c $(TEST_HDRS) $(LIB_SO)
+$(TEST_DIR)/init/fork_reclaim $(TEST_DIR)/purge/trim_huge $(TEST_DIR)/trim/idle $(TEST_DIR)/trim/race $(TEST_DIR)/heap/exit_return $(TEST_DIR)/heap/busy_cache $(TEST_DIR)/arena/busy_purge $(TEST_DIR)/heap/span_reuse $(TEST_DIR)/heap/stash $(TEST_DIR)/purge/idle_free $(TEST_DIR)/purge/idle_threaded $(TEST_DIR)/threads/exit_pages $(TEST_DIR)/purge/single $(TEST_DIR)/purge/cycles $(TEST_DIR)/purge/huge_reuse $(TEST_DIR)/purge/huge_grow $(TEST_DIR)/purge/trim_rate $(TEST_DIR)/purge/no_sleep $(TEST_DIR)/threads/remote $(TEST_DIR)/threads/idle_inbox $(TEST_DIR)/threads/fork_trim $(TEST_DIR)/threads/inbox_full $(TEST_DIR)/threads/join_adopted $(TEST_DIR)/threads/large_remote $(TEST_DIR)/misuse/trim_double $(TEST_DIR)/init/footprint $(TEST_DIR)/arena/thp $(TEST_DIR)/arena/regions $(TEST_DIR)/arena/cpu_arenas $(TEST_DIR)/arena/cpu_limit $(TEST_DIR)/arena/impossible $(TEST_DIR)/arena/sandbox: $(TEST_DIR)/%: tests/%.c $(TEST_HDRS) $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(HZ_LINK) -lhakozuna -ldl
 # White-box: compiles src/internal.h's inline functions, links nothing of ours.

@@ -209,6 +209,15 @@ static size_t segment_find_run(const hz_segment_t *seg, size_t n, size_t align, 
   return x ? mask_ctz(x) : 0;
 }
 
+/* Address space is short: RLIMIT_AS was set at start-up, or a region could
+ * not be reserved since (a limit the program set itself, the mapping count):
+ * regions are one segment, and emptied segments go back at once. The limit
+ * is not read again: a sandbox may forbid the call (os.c). */
+static _Atomic bool arena_as_short;
+static bool arena_as_limited(void) {
+  return hz_os_address_space_limited() || atomic_load_explicit(&arena_as_short, memory_order_relaxed);
+}
+
 static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
   if (a->region_next == a->region_end) {
     /* While the program has one thread, regions start at one segment and
@@ -222,11 +231,12 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
      * section 64). */
     size_t want = (size_t)hz_opt(HZ_OPTION_ARENA_RESERVE) << 20;
     size_t grown = HZ_SEG_SIZE << (a->regions < 16 ? a->regions : 16);
-    if (hz_os_address_space_limited()) want = HZ_SEG_SIZE;
+    if (arena_as_limited()) want = HZ_SEG_SIZE;
     else if (hz_os_single_threaded() && grown < want) want = grown;
     want = (want + HZ_SEG_MASK) & ~HZ_SEG_MASK;
     bool closed = atomic_load_explicit(&arena_reserve_closed, memory_order_seq_cst);
     void *r = hz_os_reserve(want, HZ_SEG_SIZE, closed);
+    if (r == NULL) atomic_store_explicit(&arena_as_short, true, memory_order_relaxed);
     if (r == NULL && want > HZ_SEG_SIZE) r = hz_os_reserve(want = HZ_SEG_SIZE, HZ_SEG_SIZE, closed);
     if (r == NULL) return NULL;
     a->region_closed = closed;
@@ -323,7 +333,7 @@ static void segment_emptied(hz_arena_t *a, hz_segment_t *seg) {
     a->spare_seg = seg;
     return;
   }
-  if (!hz_os_address_space_limited()) return;
+  if (!arena_as_limited()) return;
   for (hz_segment_t **link = &a->segments; *link != NULL; link = &(*link)->next)
     if (*link == seg) {
       segment_unmap(a, link);

@@ -31,7 +31,8 @@ static const hz_option_desc_t hz_option_table[HZ_OPTION_COUNT] = {
                              "thread runs, nor its trim of idle threads' partly used spans; -1 never)"},
   [HZ_OPTION_PURGE_THREAD] = {"purge_thread", 1, 0, 2, "mode",
                               "purge from a background thread, so idle programs return memory too: 0 never, "
-                              "1 once the program has started a thread of its own, 2 also in single-threaded programs"},
+                              "1 once the program has started a thread of its own, 2 also in single-threaded programs "
+                              "(not for programs that sandbox themselves, such as sshd)"},
   [HZ_OPTION_THP] = {"thp", 0, 0, 1, "bool", "transparent huge pages: 1 asks the kernel for them, 0 for none in segments and blocks under 16 MiB, also where its policy is always"},
   [HZ_OPTION_ARENA_RESERVE] = {"arena_reserve", 64, 4, 1048576, "MiB",
                                "most address space one OS request for segments reserves "

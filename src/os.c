@@ -41,9 +41,21 @@ static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c
 /* Start-up runs before malloc works, so nothing here may allocate: the page
  * size comes from the auxiliary vector, not sysconf (older glibcs allocate in
  * sysconf, and a preloaded sysconf may too). */
+/* RLIMIT_AS as it was at start-up: read once, because a sandbox may end the
+ * process for the system call later (OpenSSH's pre-authentication child
+ * kills on prlimit64, which is what glibc's getrlimit makes; a region of
+ * segments reserved there killed it). A limit the program sets later shows
+ * when a reservation fails (arena.c). */
+static rlim_t os_as_limit = RLIM_INFINITY;
+
 void hz_os_init(void) {
   unsigned long ps = getauxval(AT_PAGESZ);
   if (ps >= 4096 && (ps & (ps - 1)) == 0) hz_os_page_size = os_real_page_size = (size_t)ps;
+  struct rlimit r;
+  int errno_saved = errno;
+  if (getrlimit(RLIMIT_AS, &r) == 0) os_as_limit = r.rlim_cur;
+  errno = errno_saved;
+  count(&hz_os_stats.other_calls, 1);
 }
 
 /* A set-user-ID, set-group-ID or capability-gaining program (the kernel's
@@ -448,26 +460,13 @@ bool hz_os_overcommit_strict(void) {
   static hz_hot_const const char path[] = "/proc/sys/vm/overcommit_memory"; /* (read at start-up) */
   return read_count(path, false) == 2;
 }
-bool hz_os_address_space_limited(void) {
-  struct rlimit r;
-  int errno_saved = errno;
-  bool limited = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
-  errno = errno_saved;
-  count(&hz_os_stats.other_calls, 1);
-  return limited;
-}
+bool hz_os_address_space_limited(void) { return os_as_limit != RLIM_INFINITY; }
 /* Whether a mapping of n bytes could succeed if memory were given back:
  * not larger than the part of the address space the segment map covers
  * (the window, where there is one: os_map_window) nor than RLIMIT_AS. */
 bool hz_os_could_map(size_t n) {
   const size_t room = HZ_MAP_WINDOW ? OS_WINDOW_HI - OS_WINDOW_LO : OS_WINDOW_HI;
-  if (n > room) return false;
-  struct rlimit r;
-  int errno_saved = errno;
-  bool over = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY && n > r.rlim_cur;
-  errno = errno_saved;
-  count(&hz_os_stats.other_calls, 1);
-  return !over;
+  return n <= room && (os_as_limit == RLIM_INFINITY || n <= os_as_limit);
 }
 int hz_os_mlockall(int flags) { return (int)syscall(SYS_mlockall, flags); }
 /* (/proc/self is the main thread's, empty once it called pthread_exit) */
@@ -524,13 +523,23 @@ size_t hz_os_peak_rss(void) {
 }
 
 /* (nanosleep is a cancellation point too, but only the purge thread, the
- * allocator's own, sleeps here: nothing cancels it) */
-void hz_os_sleep_ms(long ms) {
+ * allocator's own, sleeps here: nothing cancels it.) A sandbox may refuse
+ * the call glibc makes, clock_nanosleep, and allow the older nanosleep
+ * (tor's): then that one. False if neither sleeps: the caller must not
+ * loop on it (tor's purge thread spun at 100% of a core). */
+bool hz_os_sleep_ms(long ms) {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-  int errno_saved = errno;
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  int errno_saved = errno, r;
+  while ((r = nanosleep(&ts, &ts)) != 0 && errno == EINTR) {}
+#ifdef SYS_nanosleep
+  if (r != 0) {
+    ts = (struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while ((r = (int)syscall(SYS_nanosleep, &ts, &ts)) != 0 && errno == EINTR) {}
+  }
+#endif
   errno = errno_saved;
   count(&hz_os_stats.other_calls, 1);
+  return r == 0;
 }
 
 void hz_os_yield(void) {

@@ -42,8 +42,8 @@ int hz_os_readonly(void *p, size_t size, bool readonly);   /* 0; -errno (Windows
 /* (hz_os_readonly(p, size, false) maps the range again where mprotect fails: only what nothing wrote yet) */
 long hz_os_map_limit(void); /* the most mappings a process may have; -1: no limit known */
 bool hz_os_overcommit_strict(void); /* vm.overcommit_memory is 2: writable mappings are charged whole */
-bool hz_os_address_space_limited(void); /* RLIMIT_AS is set (ulimit -v) */
-bool hz_os_could_map(size_t n);          /* no larger than the mapped address space may be, or RLIMIT_AS */
+bool hz_os_address_space_limited(void); /* RLIMIT_AS was set at start-up (ulimit -v) */
+bool hz_os_could_map(size_t n);          /* no larger than the mapped address space may be, or RLIMIT_AS at start-up */
 int hz_os_mlockall(int flags);      /* the system call (-1 and errno on failure) */
 long hz_os_map_count(void); /* the mappings it has; -1: unknown */
 uint64_t hz_os_random(void);
@@ -62,7 +62,7 @@ static inline bool hz_os_fd_is(int fd, hz_os_file_id_t id) {
   return id.dev != 0 && now.dev == id.dev && now.ino == id.ino;
 }
 size_t hz_os_peak_rss(void);
-void hz_os_sleep_ms(long ms);
+bool hz_os_sleep_ms(long ms); /* false: the OS refused to sleep (a sandbox) */
 /* The process is ending and other threads may have been stopped holding
  * locks (Windows' ExitProcess): thread-exit work must not wait for them. */
 bool hz_os_process_ending(void);

@@ -199,7 +199,10 @@ size_t hz_os_peak_rss(void) {
   return K32GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc) ? pmc.PeakWorkingSetSize : 0;
 }
 
-void hz_os_sleep_ms(long ms) { Sleep((DWORD)ms); }
+bool hz_os_sleep_ms(long ms) {
+  Sleep((DWORD)ms);
+  return true;
+}
 void hz_os_yield(void) { SwitchToThread(); }
 bool hz_os_membarrier(void) {
   FlushProcessWriteBuffers();

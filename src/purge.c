@@ -32,6 +32,7 @@
 enum { PURGE_IDLE, PURGE_RUNNING };
 #define hz_purge_state hz_purge_running /* (arena.c reads it: HZ_PURGE_BUDGET) */
 static _Atomic uint64_t hz_purge_retry_ms; /* after a failed start */
+static _Atomic bool purge_cannot_sleep;     /* the OS refused the thread its sleep: no thread */
 _Atomic uint64_t hz_purge_epoch;
 
 #define HZ_PURGE_LINGER_MS 1000
@@ -54,7 +55,13 @@ static void *purge_thread_main(void *arg) {
   for (;;) {
     long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
     atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
-    if (delay > 0) hz_os_sleep_ms(delay);
+    if (delay > 0 && !hz_os_sleep_ms(delay)) { /* (a sandbox: purge_cannot_sleep) */
+      atomic_store_explicit(&purge_cannot_sleep, true, memory_order_relaxed);
+      atomic_store_explicit(&hz_purge_pending, 1, memory_order_relaxed); /* (for the next safe point) */
+      atomic_store_explicit(&hz_purge_state, PURGE_IDLE, memory_order_seq_cst);
+      hz_verbose("the purge thread cannot sleep (the system call is refused); purging from allocating threads only");
+      return NULL;
+    }
     hz_arena_purge(false);
     bool huge_left = hz_huge_purge(false);
     hz_heaps_collect_abandoned();
@@ -111,7 +118,7 @@ void hz_purge_start(void) {
    * fork from a signal handler that interrupted fork hung (glibc's
    * tst-mallocfork2); unshare(CLONE_NEWUSER) fails with EINVAL while the
    * thread runs; /proc shows two threads. */
-  if (mode == 0 || (mode == 1 && hz_os_single_threaded())) {
+  if (mode == 0 || (mode == 1 && hz_os_single_threaded()) || atomic_load_explicit(&purge_cannot_sleep, memory_order_relaxed)) {
     /* (the clock at every 8th safe point only: read at each, it cost 3
      * instructions a malloc+free pair of 16-32768 bytes. The skip spares
      * the others the call: 35 instructions of a large malloc+free's 363,

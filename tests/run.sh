@@ -142,6 +142,7 @@ if [ $mode = glibc ]; then
   g arena/as_release 60 "$B/arena/as_release"
   g arena/as_budget 60 "$B/arena/as_budget"
   g arena/no_mprotect 60 "$B/arena/no_mprotect"
+  g arena/sandbox_kill 60 "$B/arena/sandbox_kill"
   g purge/collect 60 "$B/purge/collect"
 elif [ $mode = windows ]; then
   # Linked with the static library (malloc redirected) or, api/dll, with the
@@ -229,6 +230,9 @@ else
   e arena/no_mprotect "a seccomp filter would apply to the emulator's own calls" h arena/no_mprotect 60 "$B/arena/no_mprotect"
   e "arena/no_mprotect [checked]" "a seccomp filter would apply to the emulator's own calls" \
     t "arena/no_mprotect [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/no_mprotect"
+  e arena/sandbox_kill "a seccomp filter would apply to the emulator's own calls" h arena/sandbox_kill 60 "$B/arena/sandbox_kill"
+  e "arena/sandbox_kill [checked]" "a seccomp filter would apply to the emulator's own calls" \
+    t "arena/sandbox_kill [checked]" 60 "$lib_checked" hakozuna-checked "$B/arena/sandbox_kill"
   h purge/collect 60 "$B/purge/collect"
   e heap/collect "its own thread counts in /proc/self/status" t heap/collect 60 - hakozuna "$B/heap/collect"
   t heap/blockstart 60 - glibc "$B/heap/blockstart"
@@ -258,6 +262,7 @@ else
   t purge/huge_grow 120 - hakozuna "$B/purge/huge_grow"
   t "purge/huge_grow [checked]" 120 - hakozuna-checked "$B/purge/huge_grow-checked"
   t purge/trim_rate 120 - hakozuna "$B/purge/trim_rate"
+  e purge/no_sleep "a seccomp filter would apply to the emulator's own calls" t purge/no_sleep 60 - hakozuna "$B/purge/no_sleep"
   t threads/remote 60 - hakozuna "$B/threads/remote"
   t threads/idle_inbox 60 - hakozuna "$B/threads/idle_inbox"
   e threads/fork_trim "aborts in children forked while threads run" t threads/fork_trim 120 - hakozuna "$B/threads/fork_trim"
