@@ -290,11 +290,15 @@ void hz_os_purge(void *p, size_t size) {
  * one it used whole is cleared at memset's speed, where dropping its pages
  * made the program fault them in again at ~5x the cost (docs/perf.md §68).
  * Short runs of absent pages are written: one madvise call each would cost
- * more. */
+ * more. Which pages are there comes from /proc/self/pagemap, not mincore:
+ * sandboxes that allow what glibc's malloc needs kill the process for
+ * mincore (systemd's SystemCallFilter=@system-service, OpenSSH's filter),
+ * and refuse an open at most (then everything is written). */
 #define OS_CLEAR_MIN ((size_t)1 << 20)
 #define OS_CLEAR_RUN 16 /* pages */
+#define OS_PAGEMAP_THERE ((uint64_t)3 << 62) /* present, or swapped out */
 void hz_os_clear(void *p, size_t size) {
-  uintptr_t a = (uintptr_t)p, ps = os_real_page_size; /* (mincore's unit) */
+  uintptr_t a = (uintptr_t)p, ps = os_real_page_size; /* (pagemap's unit) */
   uintptr_t lo = (a + ps - 1) & ~(ps - 1), hi = (a + size) & ~(ps - 1);
   if (size < OS_CLEAR_MIN || hi <= lo) {
     memset(p, 0, size);
@@ -302,15 +306,19 @@ void hz_os_clear(void *p, size_t size) {
   }
   memset(p, 0, lo - a);
   memset((void *)hi, 0, a + size - hi);
-  unsigned char vec[1024]; /* (a thread's stack may be small) */
-  int errno_saved = errno;
+  uint64_t map[256]; /* (a thread's stack may be small) */
+  int errno_saved = errno, cs = hz_os_nocancel_begin();
+  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  count(&hz_os_stats.other_calls, 1);
   for (uintptr_t at = lo; at < hi;) {
-    size_t pages = (hi - at) / ps < sizeof vec ? (hi - at) / ps : sizeof vec;
+    size_t pages = (hi - at) / ps < sizeof map / sizeof map[0] ? (hi - at) / ps : sizeof map / sizeof map[0];
     count(&hz_os_stats.other_calls, 1);
-    if (mincore((void *)at, pages * ps, vec) != 0) memset(vec, 1, pages);
+    size_t want = pages * sizeof map[0];
+    if (fd < 0 || pread(fd, map, want, (off_t)(at / ps * sizeof map[0])) != (ssize_t)want)
+      for (size_t i = 0; i < pages; i++) map[i] = OS_PAGEMAP_THERE;
     for (size_t i = 0, j; i < pages; i = j) {
-      bool in = vec[i] & 1;
-      for (j = i + 1; j < pages && (vec[j] & 1) == in; j++) {}
+      bool in = (map[i] & OS_PAGEMAP_THERE) != 0;
+      for (j = i + 1; j < pages && ((map[j] & OS_PAGEMAP_THERE) != 0) == in; j++) {}
       uintptr_t q = at + i * ps, e = at + j * ps, big = hz_os_page_size;
       uintptr_t ql = (q + big - 1) & ~(big - 1), el = e & ~(big - 1); /* (hz_os_purge's pages) */
       if (in || j - i < OS_CLEAR_RUN || el <= ql) {
@@ -323,6 +331,8 @@ void hz_os_clear(void *p, size_t size) {
     }
     at += pages * ps;
   }
+  if (fd >= 0) close(fd);
+  hz_os_nocancel_end(cs);
   errno = errno_saved;
 }
 

@@ -11,12 +11,16 @@
  * killed with SIGSYS (a helper's sshd runs, 2026-11-29). Here a
  * single-threaded child, after its first malloc, installs such a filter and
  * then grows its heap to 96 MiB of blocks of 16 B-300 KB (several new
- * regions), frees every other one, grows huge blocks with realloc, calls
- * malloc_trim and frees the rest; every block is filled from its address
- * and checked before its free. It must exit 0: a signal (SIGSYS) is a
- * system call the allocator should not have made. Runs on glibc too, which
- * shows the filter allows what a malloc needs. Skipped where a filter
- * cannot be installed, and under qemu. */
+ * regions), frees every other one, callocs blocks of 1.5 and 3 MiB in
+ * freed memory and writes 64 KiB of each (calloc clears reused memory where
+ * it is resident, which it read with mincore: systemd's
+ * SystemCallFilter=@system-service kills for that one too), grows huge
+ * blocks with realloc, calls malloc_trim and frees the rest; every block is
+ * filled from its address and checked before its free. It must exit 0: a
+ * signal (SIGSYS) is a system call the allocator should not have made.
+ * Runs on glibc too, which shows the filter allows what a malloc needs.
+ * Skipped where a filter cannot be installed, under qemu, and with
+ * HAKOZUNA_PURGE_THREAD=2. */
 #include "check.h"
 #include "seccomp.h"
 #include "testutil.h"
@@ -53,6 +57,13 @@ static void work(void) {
     blocks[n] = p, lens[n++] = len, total += len;
   }
   for (int i = 0; i < n; i += 2) drop(i);
+  for (int round = 0; round < 8; round++) { /* calloc of freed memory, which it clears */
+    size_t len = (round % 2 ? 6 : 3) * MiB / 2;
+    char *p = calloc(1, len);
+    if (p == NULL || tu_nonzero(p, len) != 0) bad++;
+    if (p != NULL) memset(p + (size_t)round * 40000 % len, 1, 64 << 10 < len ? 64 << 10 : len);
+    free(p);
+  }
   for (int round = 0; round < 6; round++) { /* huge blocks, grown in place or moved */
     size_t len = (size_t)(3 + round) << 20;
     char *p = malloc(len);

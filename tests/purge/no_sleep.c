@@ -20,11 +20,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "hakozuna.h"
 
 enum { BLOCKS = 64, SIZE = 256 << 10 };
 
@@ -32,21 +27,8 @@ static void *nothing(void *arg) { return arg; }
 
 static hz_stats_t stats(void) {
   hz_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
-  CHECK(hz_stats_get(&st) == 0);
+  CHECK(tu_stats(&st) == 0);
   return st;
-}
-
-static int threads_now(void) {
-  char line[256];
-  int n = -1;
-  FILE *f = fopen("/proc/self/status", "r");
-  if (f == NULL) return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (sscanf(line, "Threads: %d", &n) == 1) break;
-  fclose(f);
-  return n;
 }
 
 TEST_MAIN() {
@@ -75,7 +57,7 @@ TEST_MAIN() {
   uint64_t calls = after.other_os_calls - before.other_os_calls;
   CHECKF(calls <= 100, "%llu system calls in an idle second with sleeps refused (the purge thread spins)",
          (unsigned long long)calls);
-  int n = threads_now();
+  int n = tu_threads();
   CHECKF(n == 1, "%d threads after the idle second (1: the purge thread stopped)", n);
   /* allocator calls return the memory now: each large malloc+free is a safe point */
   for (int i = 0; i < 256 && stats().bytes_returned == before.bytes_returned; i++) {
