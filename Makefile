@@ -12,8 +12,11 @@ SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 
 # make TARGET=<triplet> cross-builds with <triplet>-gcc into build/<triplet>/
 # (the same file names; see docs/install.md): aarch64-linux-gnu,
-# x86_64-w64-mingw32.
+# x86_64-w64-mingw32, x86_64-linux-musl. (Debian's musl-tools has only the
+# compiler, x86_64-linux-musl-gcc: the host's gcc with musl's headers and
+# libraries, linked by the host's binutils; no C++.)
 TARGET  ?=
+HZ_MUSL := $(findstring musl,$(TARGET))
 ifneq ($(TARGET),)
 ifeq ($(origin CC),default)
 CC := $(TARGET)-gcc
@@ -22,10 +25,10 @@ ifeq ($(origin CXX),default)
 CXX := $(TARGET)-g++
 endif
 ifeq ($(origin LD),default)
-LD := $(TARGET)-ld
+LD := $(if $(HZ_MUSL),ld,$(TARGET)-ld)
 endif
 ifeq ($(origin AR),default)
-AR := $(TARGET)-ar
+AR := $(if $(HZ_MUSL),ar,$(TARGET)-ar)
 endif
 BUILD   ?= build/$(TARGET)
 endif
@@ -63,6 +66,11 @@ LDLIBS_LIB := -lpthread -static-libgcc -Wl,--exclude-libs,ALL
 HZ_LAST_SRCS := src/stats.c src/profile.c src/pprof.c
 SRCS := $(filter-out src/%_windows.c $(HZ_LAST_SRCS),$(sort $(wildcard src/*.c))) $(HZ_LAST_SRCS)
 LDLIBS_LIB += -Wl,-fini=hz_lib_fini
+# (musl-gcc's link spec leaves out --eh-frame-hdr: without the header the
+# profiler's unwinder found none of the library's unwind tables, and aborted)
+ifneq ($(HZ_MUSL),)
+LDLIBS_LIB += -Wl,--eh-frame-hdr
+endif
 endif
 CFLAGS  ?=
 # Layers that run once or on request (reading the options at start-up, the

@@ -516,6 +516,13 @@ static int hz_trim(size_t pad) {
   return atomic_load_explicit(&hz_os_stats.bytes_returned, memory_order_relaxed) > before;
 }
 
+/* mallinfo and glibc's __libc_* names exist on glibc only: musl has no
+ * struct mallinfo (so no program built against it calls mallinfo), and its
+ * __libc_malloc and kin are names hidden inside libc, with which it keeps
+ * its own allocations (the loader's, atexit's, locales') on its own malloc
+ * once malloc is replaced; defined here, they would take those over in a
+ * static link. */
+#ifdef __GLIBC__
 static struct mallinfo2 hz_mallinfo2(void) {
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
@@ -545,6 +552,7 @@ static struct mallinfo hz_mallinfo(void) {
   mi.usmblks = (int)m2.usmblks;
   return mi;
 }
+#endif
 
 /* hakozuna's report, then glibc's totals in glibc's words, for the scripts
  * that read them (and glibc's tst-malloc-stats-cancellation). Not a
@@ -629,6 +637,13 @@ int posix_memalign(void **out, size_t align, size_t n) HZ_ALIAS(hz_posix_memalig
 void *valloc(size_t n) HZ_ALIAS(hz_valloc);
 void *pvalloc(size_t n) HZ_ALIAS(hz_pvalloc);
 size_t malloc_usable_size(void *p) HZ_ALIAS(hz_usable_size);
+/* (malloc_trim, malloc_stats, mallopt and malloc_info are glibc's too, but
+ * need none of its types: musl's programs may declare and call them.) */
+int malloc_trim(size_t pad) HZ_ALIAS(hz_trim);
+void malloc_stats(void) HZ_ALIAS(hz_malloc_stats);
+int mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
+int malloc_info(int options, FILE *out) HZ_ALIAS(hz_malloc_info);
+#ifdef __GLIBC__
 void *__libc_malloc(size_t n) HZ_ALIAS(hz_malloc);
 void __libc_free(void *p) HZ_ALIAS(hz_free);
 void *__libc_calloc(size_t count, size_t size) HZ_ALIAS(hz_calloc);
@@ -637,14 +652,11 @@ void *__libc_memalign(size_t align, size_t n) HZ_ALIAS(hz_memalign);
 void *__libc_valloc(size_t n) HZ_ALIAS(hz_valloc);
 void *__libc_pvalloc(size_t n) HZ_ALIAS(hz_pvalloc);
 int __posix_memalign(void **out, size_t align, size_t n) HZ_ALIAS(hz_posix_memalign);
-int malloc_trim(size_t pad) HZ_ALIAS(hz_trim);
 struct mallinfo2 mallinfo2(void) HZ_ALIAS(hz_mallinfo2);
 struct mallinfo mallinfo(void) HZ_ALIAS(hz_mallinfo);
 struct mallinfo __libc_mallinfo(void) HZ_ALIAS(hz_mallinfo);
-void malloc_stats(void) HZ_ALIAS(hz_malloc_stats);
-int mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
 int __libc_mallopt(int param, int value) HZ_ALIAS(hz_mallopt);
-int malloc_info(int options, FILE *out) HZ_ALIAS(hz_malloc_info);
+#endif
 /* mlockall makes every page of a writable mapping resident: the arena's
  * address space reserved ahead is given back first (arena.c). */
 static int hz_mlockall(int flags) {

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/auxv.h>
@@ -695,6 +696,98 @@ const char *hz_os_exe_path(void) {
   path[n] = 0;
   return path;
 }
+
+/* glibc's dladdr1 names the object by its link map. Elsewhere (musl has
+ * no dladdr1) the loader's list is walked for the object with a loadable
+ * segment that holds pc; the main program is the one whose program headers
+ * the kernel passed (AT_PHDR), its name left empty as glibc's is (musl's
+ * loader names it by argv[0], its static dl_iterate_phdr /proc/self/exe). */
+#ifdef __GLIBC__
+bool hz_os_code_object(uintptr_t pc, hz_os_code_object_t *out) {
+  Dl_info info;
+  struct link_map *lm = NULL;
+  int errno_saved = errno;
+  int ok = dladdr1((void *)pc, &info, (void **)&lm, RTLD_DL_LINKMAP);
+  errno = errno_saved;
+  if (ok == 0 || lm == NULL) return false;
+  *out = (hz_os_code_object_t){lm, lm->l_addr, lm->l_name};
+  return true;
+}
+#else
+typedef struct {
+  uintptr_t pc;
+  hz_os_code_object_t *out;
+} os_code_find_t;
+static int os_code_find(struct dl_phdr_info *info, size_t size, void *arg) {
+  os_code_find_t *f = arg;
+  (void)size;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type != PT_LOAD || f->pc < lo || f->pc - lo >= ph->p_memsz) continue;
+    bool program = (uintptr_t)info->dlpi_phdr == getauxval(AT_PHDR);
+    *f->out = (hz_os_code_object_t){info->dlpi_phdr, info->dlpi_addr,
+                                     program || !info->dlpi_name ? "" : info->dlpi_name};
+    return 1;
+  }
+  return 0;
+}
+bool hz_os_code_object(uintptr_t pc, hz_os_code_object_t *out) {
+  os_code_find_t f = {pc, out};
+  int errno_saved = errno;
+  int found = dl_iterate_phdr(os_code_find, &f);
+  errno = errno_saved;
+  return found != 0;
+}
+
+/* The profiler's unwinder is libgcc's, linked in (profile.c). A gcc built
+ * for glibc 2.35 or later (Debian 12's, which musl-gcc wraps) has it find a
+ * function's unwind table with glibc's _dl_find_object, and nothing else
+ * when that fails; musl has none (the library did not load: a symbol not
+ * found). This one, hidden, answers from dl_iterate_phdr: the object's
+ * loadable extent and its PT_GNU_EH_FRAME; 0 if found, -1 if not. The
+ * layout is glibc's where the data base is not part of it (x86-64, arm64). */
+struct dl_find_object {
+  unsigned long long dlfo_flags;
+  void *dlfo_map_start, *dlfo_map_end;
+  struct link_map *dlfo_link_map;
+  void *dlfo_eh_frame;
+  unsigned long long dlfo_reserved[7];
+};
+typedef struct {
+  uintptr_t pc;
+  struct dl_find_object *out;
+} os_fde_find_t;
+static int os_fde_find(struct dl_phdr_info *info, size_t size, void *arg) {
+  os_fde_find_t *f = arg;
+  uintptr_t lo = UINTPTR_MAX, hi = 0, eh = 0;
+  bool holds = false;
+  (void)size;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_GNU_EH_FRAME) eh = a;
+    if (ph->p_type != PT_LOAD) continue;
+    if (a < lo) lo = a;
+    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+    if (f->pc >= a && f->pc - a < ph->p_memsz) holds = true;
+  }
+  if (!holds) return 0;
+  memset(f->out, 0, sizeof *f->out);
+  f->out->dlfo_map_start = (void *)lo;
+  f->out->dlfo_map_end = (void *)hi;
+  f->out->dlfo_eh_frame = (void *)eh;
+  return 1;
+}
+int _dl_find_object(void *pc, struct dl_find_object *out);
+int _dl_find_object(void *pc, struct dl_find_object *out) {
+  os_fde_find_t f = {(uintptr_t)pc, out};
+  int errno_saved = errno;
+  int found = dl_iterate_phdr(os_fde_find, &f);
+  errno = errno_saved;
+  return found ? 0 : -1;
+}
+#endif
 
 /* The working directory, for paths the program gave relative to it. */
 bool hz_os_cwd(char *buf, size_t size) {

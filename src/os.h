@@ -79,6 +79,15 @@ const void *hz_os_map_file(const char *path, size_t *size); /* read-only; NULL o
 void hz_os_unmap_file(const void *p, size_t size); /* (not counted as memory returned) */
 bool hz_os_cwd(char *buf, size_t size);
 const char *hz_os_exe_path(void); /* the main program's file; NULL if unknown */
+/* The loaded object whose code holds pc (the profiler names addresses):
+ * key tells objects apart, bias is its load bias, file its path as the
+ * loader has it ("" for the main program). False if no object holds pc. */
+typedef struct {
+  const void *key;
+  uintptr_t bias;
+  const char *file;
+} hz_os_code_object_t;
+bool hz_os_code_object(uintptr_t pc, hz_os_code_object_t *out);
 void hz_os_close(int fd);
 /* Cancellation off around file calls made inside the allocator (open,
  * read, write, close and stdio are cancellation points): begin returns the

@@ -4,7 +4,7 @@
  * graphs, a top table, and the leak report.
  *
  * Names come from the ELF symbol tables of the mapped objects (.symtab when
- * the file has one, else .dynsym), found with dladdr; they are looked up
+ * the file has one, else .dynsym), found with hz_os_code_object; they are looked up
  * only here, when a profile is written, never when a sample is taken. This
  * runs outside every allocator lock with the profiler's per-thread guard set,
  * so its own allocations are plain hz_malloc calls. */
@@ -133,20 +133,19 @@ static size_t pc_index(const pp_syms_t *sy, uintptr_t pc) {
 }
 
 static uint32_t pp_obj_of(pp_syms_t *sy, uintptr_t pc) {
-  Dl_info info;
-  struct link_map *lm = NULL;
-  if (dladdr1((void *)(pc - 1), &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 || lm == NULL) return UINT32_MAX;
+  hz_os_code_object_t co;
+  if (!hz_os_code_object(pc - 1, &co)) return UINT32_MAX;
   for (uint32_t i = 0; i < sy->nobj; i++)
-    if (sy->objs[i].key == lm) return i;
+    if (sy->objs[i].key == co.key) return i;
   if (sy->nobj == PP_MAX_OBJS) return UINT32_MAX;
   pp_obj_t *o = &sy->objs[sy->nobj];
   memset(o, 0, sizeof *o);
-  o->key = lm;
-  o->bias = lm->l_addr;
+  o->key = co.key;
+  o->bias = co.bias;
   o->lo = UINTPTR_MAX;
-  const char *exe = lm->l_name[0] ? NULL : hz_os_exe_path();
-  o->path = lm->l_name[0] ? lm->l_name : exe ? exe : info.dli_fname ? info.dli_fname : "?";
-  elf_load(o, lm->l_name[0] ? lm->l_name : "/proc/self/exe");
+  const char *exe = co.file[0] ? NULL : hz_os_exe_path();
+  o->path = co.file[0] ? co.file : exe ? exe : "?";
+  elf_load(o, co.file[0] ? co.file : "/proc/self/exe");
   return (uint32_t)sy->nobj++;
 }
 
