@@ -37,7 +37,10 @@ static bool write_faults(volatile char *p) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGSEGV, &sa, &old_segv);
   sigaction(SIGBUS, &sa, &old_bus);
-  bool faulted = true;
+  /* (volatile: a local changed between sigsetjmp and the siglongjmp is
+   * indeterminate after it; gcc with musl's headers stored the false
+   * before the probing write, and no fault was ever seen) */
+  volatile bool faulted = true;
   if (sigsetjmp(probe_jump, 1) == 0) {
     *p = *p;
     faulted = false;
