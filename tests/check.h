@@ -26,6 +26,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if !defined(_WIN32) && !defined(__GLIBC__)
+/* musl (make TARGET=x86_64-linux-musl): its headers and libc lack these
+ * glibc extras, which hakozuna exports; weak, as a test that calls them
+ * links with libc alone and finds them in the preloaded library. (No
+ * mallinfo there: musl has no struct mallinfo, and hakozuna defines none.) */
+int malloc_trim(size_t pad) __attribute__((weak));
+void malloc_stats(void) __attribute__((weak));
+int malloc_info(int options, FILE *out) __attribute__((weak));
+int mallopt(int param, int value) __attribute__((weak));
+void *pvalloc(size_t n) __attribute__((weak));
+#endif
+
 #define CHECK_MAX_PRINTED 40
 
 static int check_failures;

@@ -24,7 +24,7 @@
 #include "hakozuna.h"
 #endif
 
-#ifndef _WIN32
+#ifdef __GLIBC__
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
 extern void *__libc_calloc(size_t, size_t);
@@ -60,10 +60,15 @@ static const api_t std_api = {
     "std",  malloc,        calloc,         realloc,  free,   malloc_usable_size,
     reallocarray, aligned_alloc, posix_memalign, memalign, valloc, pvalloc,
 };
+#ifdef __GLIBC__ /* (musl's __libc_* names are internal to it) */
 static const api_t libc_api = {
     "__libc", __libc_malloc, __libc_calloc, __libc_realloc, __libc_free,
     malloc_usable_size, NULL, NULL, NULL, __libc_memalign, NULL, NULL,
 };
+#define LIBC_API &libc_api,
+#else
+#define LIBC_API
+#endif
 #endif
 #ifdef HZ_API
 static size_t hz_usable(void *p) { return hz_usable_size(p); }
@@ -77,10 +82,10 @@ static const api_t *const apis[] = {&hz_api}; /* through hakozuna.dll */
 #elif defined(_WIN32)
 static const api_t *const apis[] = {&std_api, &hz_api};
 #else
-static const api_t *const apis[] = {&std_api, &libc_api, &hz_api};
+static const api_t *const apis[] = {&std_api, LIBC_API &hz_api};
 #endif
 #else
-static const api_t *const apis[] = {&std_api, &libc_api};
+static const api_t *const apis[] = {&std_api, LIBC_API};
 #endif
 #define NAPIS (sizeof apis / sizeof apis[0])
 
@@ -735,7 +740,7 @@ static void test_mixing(void) {
 }
 
 /* ---- malloc_trim, mallinfo2, mallinfo ---- */
-#ifndef _WIN32
+#ifdef __GLIBC__ /* (musl has no mallinfo) */
 static void test_info(void) {
   enum { N = 128 };
   void *b[N];
@@ -973,7 +978,7 @@ TEST_MAIN() {
     test_libc_internal(A);
   }
   test_mixing();
-#ifndef _WIN32
+#ifdef __GLIBC__
   test_info();
 #endif
 #ifdef HZ_API

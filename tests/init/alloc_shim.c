@@ -12,13 +12,23 @@
 #include <string.h>
 #include <unistd.h>
 
-extern long __sysconf(int name);
+#ifdef __GLIBC__
+extern long __sysconf(int name); /* glibc's own, under the one preloaded here */
+#define real_sysconf __sysconf
+#else /* (musl has no such name: the next definition, libc's) */
+#include <dlfcn.h>
+static long real_sysconf(int name) {
+  static long (*next)(int);
+  if (next == NULL) next = (long (*)(int))dlsym(RTLD_NEXT, "sysconf");
+  return next(name);
+}
+#endif
 extern char **environ;
 
 long sysconf(int name) {
-  if (name != _SC_NPROCESSORS_CONF && name != _SC_NPROCESSORS_ONLN) return __sysconf(name);
+  if (name != _SC_NPROCESSORS_CONF && name != _SC_NPROCESSORS_ONLN) return real_sysconf(name);
   DIR *d = opendir("/sys/devices/system/cpu");
-  if (d == NULL) return __sysconf(name);
+  if (d == NULL) return real_sysconf(name);
   long n = 0;
   for (struct dirent *e; (e = readdir(d)) != NULL;)
     if (strncmp(e->d_name, "cpu", 3) == 0 && isdigit((unsigned char)e->d_name[3])) n++;

@@ -21,6 +21,13 @@ typedef struct lib {
 } lib_t;
 
 static char lib_path[PATH_MAX];
+/* musl's dlclose unloads nothing: the library stays, and its constructor
+ * runs once, so its block is the program's to free once. */
+#ifdef __GLIBC__
+#define DLCLOSE_UNLOADS 1
+#else
+#define DLCLOSE_UNLOADS 0
+#endif
 
 static int lib_open(lib_t *L) {
   L->handle = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
@@ -46,7 +53,7 @@ static void *tls_thread(void *arg) {
 static void exercise(lib_t *L, int round) {
   /* The constructor's block, freed by the program. */
   unsigned char *c = L->ctor_block();
-  if (CHECK(c)) {
+  if ((DLCLOSE_UNLOADS || round == 0) && CHECK(c)) {
     CHECK(c[0] == 0x77 && c[776] == 0x77);
     free(c);
   }

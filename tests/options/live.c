@@ -124,8 +124,10 @@ static void *changer(void *arg) {
     long v = o->values[(r >> 8) % 6];
     CHECKF(hz_option_set(o->option, v) == 0, "hz_option_set(%s, %ld) failed", hz_option_name(o->option), v);
     switch ((r >> 16) % 16) {
+#ifdef M_MMAP_THRESHOLD /* (glibc's parameters; musl has none) */
     case 0: CHECK(mallopt(M_MMAP_THRESHOLD, (int)(32768 << (r >> 24) % 7)) == 1); break;
     case 1: CHECK(mallopt(M_TRIM_THRESHOLD, (int)((r >> 24) % 3) - 1) == 1); break; /* -1, 0, 1 */
+#endif
     case 2: malloc_trim(0); break;
     case 3: hz_collect((r >> 24) % 2 == 0); break;
     case 4: {

@@ -112,7 +112,7 @@ static void test_set(void) {
   CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, delay) == 0);
 }
 
-#ifndef _WIN32 /* mallopt is glibc's */
+#ifdef M_MMAP_THRESHOLD /* mallopt's parameters are glibc's (neither Windows nor musl has them) */
 static uint64_t huge_allocs(void) {
   hz_stats_t st = {.size = sizeof st};
   CHECK(hz_stats_get(&st) == 0);
@@ -257,7 +257,7 @@ TEST_MAIN() {
   test_table();
   test_set();
   test_string();
-#ifndef _WIN32
+#ifdef M_MMAP_THRESHOLD
   test_mallopt();
 #endif
   return 0;

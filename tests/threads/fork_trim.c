@@ -72,8 +72,11 @@ TEST_MAIN() {
     pid_t p = fork();
     if (p == 0) {
       pthread_t c[3];
+      pthread_attr_t at; /* (child_alloc's 160 KB array: musl's threads get 128 KiB of stack) */
+      pthread_attr_init(&at);
+      pthread_attr_setstacksize(&at, 1 << 20);
       for (int i = 0; i < 3; i++)
-        if (pthread_create(&c[i], NULL, child_alloc, NULL) != 0) _exit(4);
+        if (pthread_create(&c[i], &at, child_alloc, NULL) != 0) _exit(4);
       for (int i = 0; i < 3; i++) pthread_join(c[i], NULL);
       _exit(0);
     }
