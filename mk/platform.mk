@@ -5,13 +5,34 @@
 #
 #   make test-arm64     aarch64-linux-gnu under qemu-aarch64 (tests/platform/arm64.sh)
 #   make test-windows   x86_64-w64-mingw32 under wine (tests/platform/windows.sh)
+#   make test-musl      x86_64-linux-musl, run natively (tests/platform/musl.sh)
 
-.PHONY: test-arm64 test-windows win-test-build
-test: test-arm64 test-windows
+.PHONY: test-arm64 test-windows test-musl win-test-build musl-test-build
+test: test-arm64 test-windows test-musl
 test-arm64:
 	@MAKE="$(MAKE)" tests/platform/arm64.sh $(TESTS)
 test-windows:
 	@MAKE="$(MAKE)" tests/platform/windows.sh $(TESTS)
+test-musl:
+	@MAKE="$(MAKE)" tests/platform/musl.sh $(TESTS)
+
+# The musl programs (make TARGET=x86_64-linux-musl musl-test-build): the
+# suite's C programs but purge/single, which reads glibc's
+# __libc_single_threaded (musl-gcc compiles no C++: no api/cxx). musl-gcc
+# searches musl's headers alone; the kernel's that tests/seccomp.h includes
+# (linux/, asm/) are the host's, through links of their own.
+MUSL_TESTS := $(filter-out $(TEST_DIR)/api/cxx $(TEST_DIR)/purge/single,$(TEST_GENERIC_ALL) $(TEST_LINKED))
+MUSL_KERNEL_HEADERS := $(BUILD)/kernel-headers
+musl-test-build: $(MUSL_TESTS)
+ifneq ($(HZ_MUSL),)
+TEST_CFLAGS += -idirafter $(MUSL_KERNEL_HEADERS)
+$(MUSL_TESTS): | $(MUSL_KERNEL_HEADERS)
+$(MUSL_KERNEL_HEADERS):
+	mkdir -p $@
+	ln -sfn /usr/include/linux $@/linux
+	ln -sfn /usr/include/asm-generic $@/asm-generic
+	ln -sfn /usr/include/$(subst musl,gnu,$(TARGET))/asm $@/asm
+endif
 
 # The Windows programs (make TARGET=x86_64-w64-mingw32 win-test-build): the
 # portable tests and two benchmarks, each linked with the static library

@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 # (pkgs_NAME, printed; may depend on what is installed already) -------------
 CAPS=(cc cxx gcc make python3 cargo pkg-config cmake groff lintian git sqlite3 ubsan tsan fuzzer valgrind
       cpython-tests redis redis-source memcached matplotlib go-pprof mimalloc tcmalloc jemalloc
-      arm64-cross qemu-aarch64 mingw wine)
+      arm64-cross qemu-aarch64 mingw wine musl)
 
 declare -A WHY=(
   [cc]="the C compiler, for the library and the tests"
@@ -57,6 +57,7 @@ declare -A WHY=(
   [qemu-aarch64]="make test-arm64: runs the arm64 tests"
   [mingw]="make test-windows: the Windows x64 cross compilers"
   [wine]="make test-windows: runs the Windows tests"
+  [musl]="make test-musl: musl's C compiler wrapper and C library (x86-64)"
 )
 
 # compiles_runs COMPILER FLAGS...: a one-line C program builds and runs.
@@ -156,6 +157,9 @@ pkgs_mingw() { echo mingw-w64; }
 wine_path() { command -v wine64 2>/dev/null || { [ -x /usr/lib/wine/wine64 ] && echo /usr/lib/wine/wine64; }; }
 cap_wine() { [ -n "$(wine_path)" ] && "$(wine_path)" --version >/dev/null 2>&1; }
 pkgs_wine() { echo wine64; }
+# musl-gcc's programs run here: built dynamic (musl's loader) and static.
+cap_musl() { compiles_runs x86_64-linux-musl-gcc -x c && compiles_runs x86_64-linux-musl-gcc -x c -static; }
+pkgs_musl() { echo musl-tools; }
 # compiles_static COMPILER FLAGS...: a one-line program builds, statically
 # linked (cross compilers: it is not run here).
 compiles_static() {
