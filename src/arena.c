@@ -151,7 +151,7 @@ uint32_t hz_arena_pick(uint32_t heap_index) { return heap_index % hz_arena_count
  * peak RSS (thread_flood, docs/perf.md section 65). A single-threaded
  * program keeps its one arena wherever it runs, and so its few segments. */
 uint32_t hz_arena_here(uint32_t fallback) {
-  if (hz_arena_count == 1 || hz_os_single_threaded()) return fallback;
+  if (hz_arena_count == 1 || hz_thread_single()) return fallback;
   int cpu = hz_os_current_cpu();
   return cpu >= 0 ? (uint32_t)cpu % hz_arena_count : fallback;
 }
@@ -232,7 +232,7 @@ static hz_segment_t *segment_new(hz_arena_t *a, uint32_t arena_index) {
     size_t want = (size_t)hz_opt(HZ_OPTION_ARENA_RESERVE) << 20;
     size_t grown = HZ_SEG_SIZE << (a->regions < 16 ? a->regions : 16);
     if (arena_as_limited()) want = HZ_SEG_SIZE;
-    else if (hz_os_single_threaded() && grown < want) want = grown;
+    else if (hz_thread_single() && grown < want) want = grown;
     want = (want + HZ_SEG_MASK) & ~HZ_SEG_MASK;
     bool closed = atomic_load_explicit(&arena_reserve_closed, memory_order_seq_cst);
     void *r = hz_os_reserve(want, HZ_SEG_SIZE, closed);

@@ -620,6 +620,7 @@ void hz_heap_flush_cache(hz_heap_t *h, bool all); /* all, or the spans cached pa
 
 /* ---- thread.c ---- */
 hz_heap_t *hz_heap_get(void);                /* this thread's heap, set up if needed */
+bool hz_thread_single(void);                   /* no second thread seen: for memory choices (thread.c) */
 void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_trim(hz_heap_t *h); /* malloc_trim's: the costly part at most every HZ_TRIM_WALK_MS, 10 ms */
 void hz_heap_abandon(hz_heap_t *h);

@@ -627,6 +627,15 @@ bool hz_os_single_threaded(void) {
 #endif
 }
 
+/* Whether hz_os_single_threaded knows (musl's C library does not say). */
+bool hz_os_threads_known(void) {
+#if HZ_HAVE_SINGLE_THREADED
+  return true;
+#else
+  return false;
+#endif
+}
+
 /* A detached helper thread with a small stack and every signal blocked (it
  * must never run a program's signal handler). errno is kept: this runs
  * inside malloc and free. Returns 0 or the pthread_create error. */

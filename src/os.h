@@ -73,6 +73,7 @@ void hz_os_thread_key_set(hz_thread_key_t key, void *value);
 void hz_os_atfork_child(void (*child)(void));
 int hz_os_thread_start(void *(*fn)(void *));
 bool hz_os_single_threaded(void); /* the program never started a thread (false when unknown) */
+bool hz_os_threads_known(void);    /* hz_os_single_threaded is not "unknown" */
 bool hz_os_secure(void);          /* secure execution (set-user-ID and the like): the environment is not ours to read */
 void hz_os_thread_name(const char *name);
 const void *hz_os_map_file(const char *path, size_t *size); /* read-only; NULL on failure */

@@ -258,6 +258,7 @@ static DWORD WINAPI thread_trampoline(void *arg) {
 
 /* (Windows has no fork and no single-threaded-only calls to keep working.) */
 bool hz_os_single_threaded(void) { return false; }
+bool hz_os_threads_known(void) { return true; }
 bool hz_os_secure(void) { return false; } /* (no set-user-ID programs) */
 
 int hz_os_thread_start(void *(*fn)(void *)) {

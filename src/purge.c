@@ -118,7 +118,7 @@ void hz_purge_start(void) {
    * fork from a signal handler that interrupted fork hung (glibc's
    * tst-mallocfork2); unshare(CLONE_NEWUSER) fails with EINVAL while the
    * thread runs; /proc shows two threads. */
-  if (mode == 0 || (mode == 1 && hz_os_single_threaded()) || atomic_load_explicit(&purge_cannot_sleep, memory_order_relaxed)) {
+  if (mode == 0 || (mode == 1 && hz_thread_single()) || atomic_load_explicit(&purge_cannot_sleep, memory_order_relaxed)) {
     /* (the clock at every 8th safe point only: read at each, it cost 3
      * instructions a malloc+free pair of 16-32768 bytes. The skip spares
      * the others the call: 35 instructions of a large malloc+free's 363,

@@ -54,6 +54,19 @@ static void *meta_alloc(size_t size) {
   return r;
 }
 
+/* Heaps handed to threads, under hz_heaps_lock (hz_thread_single). */
+static uint32_t thread_heaps_set_up;
+
+/* The program has run no second thread, as far as can be told, for choices
+ * of memory and of the purge thread (not of safety: the heap's barrier asks
+ * hz_os_single_threaded). glibc says; where the C library does not (musl),
+ * no second thread has taken a heap: one that never allocates goes unseen,
+ * and treating every program as threaded started the purge thread in all
+ * (unshare(CLONE_NEWUSER) then failed) and reserved every region whole. */
+bool hz_thread_single(void) {
+  return hz_os_threads_known() ? hz_os_single_threaded() : __atomic_load_n(&thread_heaps_set_up, __ATOMIC_RELAXED) <= 1;
+}
+
 /* Start-up has run (the entry points in alloc.c see to it), or is running
  * on this thread and everything used here is set. */
 static hz_noinline hz_heap_t *heap_setup(void) {
@@ -74,6 +87,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
     atomic_store_explicit(&hz_heaps_all, h, memory_order_release);
   }
   if (h) {
+    __atomic_fetch_add(&thread_heaps_set_up, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&h->live, true, __ATOMIC_RELAXED); /* (the idle trim reads it unlocked) */
     hz_tls_heap = h; /* under the lock: a fork child rebuilding the heap list sees it is ours */
   }
@@ -81,7 +95,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   if (h == NULL) return NULL;
   /* (the program may have become threaded: the next safe point may start the purge thread) */
   atomic_store_explicit(&hz_purge_skip, 0, memory_order_relaxed);
-  if (!hz_os_single_threaded()) { /* it does, with nothing waiting yet (purge.c) */
+  if (!hz_thread_single()) { /* it does, with nothing waiting yet (purge.c) */
     int none = 0;
     atomic_compare_exchange_strong(&hz_purge_pending, &none, HZ_PURGE_RESTART);
   }
