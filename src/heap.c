@@ -66,13 +66,13 @@ void hz_heap_page_size_init(void) {
   for (uint32_t c = 0; c < HZ_NCLASS; c++) {
     size_t size = hz_class_size(c), n = hz_os_page_size / size;
     hz_class_carve[c] = (uint16_t)(n < 1 ? 1 : n > UINT16_MAX ? UINT16_MAX : n);
-    /* Blocks of a page or more, from stashed classes whose blocks are as
-     * aligned as c's: aligned_alloc picks a class by its alignment
-     * (alloc.c, small_class). */
+    /* Blocks of a page or more, from stashed classes up to twice as big
+     * whose blocks are as aligned as c's: aligned_alloc picks a class by
+     * its alignment (alloc.c, small_class). */
     hz_class_lenders[c] = 0;
     for (uint32_t i = 0; i < HZ_BORROW_CLASSES; i++) {
       uint32_t k = c + 1 + i;
-      if (HZ_STASHED != 0 && size >= hz_os_page_size && k < HZ_STASH_FIRST + HZ_STASHED &&
+      if (HZ_STASHED != 0 && size >= hz_os_page_size && k < HZ_STASH_FIRST + HZ_STASHED && hz_class_size(k) <= 2 * size &&
           (hz_class_size(k) & ((size & -size) - 1)) == 0)
         hz_class_lenders[c] |= (uint8_t)(1u << i);
     }

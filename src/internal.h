@@ -647,7 +647,7 @@ bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b);
 void *hz_stash_borrow(hz_heap_t *h, uint32_t c); /* a larger class's freed block for c, or NULL (entered; h->stash) */
 extern uint8_t hz_class_lenders[HZ_NCLASS];
 bool hz_stash_lent(uint32_t c, uint32_t k);     /* may hz_stash_borrow hand a block of class k out for class c? */
-#define HZ_BORROW_CLASSES 2
+#define HZ_BORROW_CLASSES 8 /* (8 classes a doubling: up to twice the size) */
 void hz_stash_age(hz_heap_t *h);               /* once a purge delay: idle classes' stashes go back */
 void hz_stash_empty(hz_heap_t *h);             /* every stashed block back to its span (entered) */
 uint64_t hz_stash_count(const hz_heap_t *h, uint32_t c); /* blocks stashed (racy from other threads) */

@@ -180,29 +180,54 @@ bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
 
 /* Classes of blocks of a page or more, a span of a few blocks each, where a
  * malloc that finds no free block of its class would carve fresh memory:
- * a second freed block waiting in the stash of one of the next two classes
- * (at most 27% bigger) stands in for it. A program whose sizes drift (a
- * set of buffers that shrinks as it works, espresso's) left a few freed
- * blocks in each class it passed through and touched new pages in the next:
- * each class a span of its own. A stash lends only while it holds two, so
- * that a steady mix of sizes keeps its classes: lending the last one too,
- * blocks drifted to bigger classes (random_mixed over a live set of
- * 100,000 blocks of 4-32 KiB, +2.6% peak RSS; docs/perf.md §79). Which classes lend to which:
- * hz_class_lenders (heap.c). Not while the lender's profiler countdown is
- * due: the caller samples by its own class. */
+ * a freed block of a class above stands in for it. A program whose sizes
+ * drift (a set of buffers that shrinks as it works, espresso's) left a few
+ * freed blocks in each class it passed through and touched new pages in
+ * the next: each class a span of its own. Two kinds of loan:
+ * - a second block waiting in the stash of one of the next two classes (at
+ *   most 27% bigger), at any time. A stash lends only while it holds two,
+ *   so that a steady mix of sizes keeps its classes: lending the last one
+ *   too, blocks drifted to bigger classes (random_mixed over a live set of
+ *   100,000 blocks of 4-32 KiB, +2.6% peak RSS; docs/perf.md §79);
+ * - any freed block, stashed or on a span's list, of a class up to twice
+ *   as big that had no malloc of its own since the heap's last aging (a
+ *   purge delay or more, hz_stash_age): a class the program has moved away
+ *   from (§84). Lending while it was in use made the borrower's mallocs
+ *   take the slow path for good, as its own blocks never grew: 11 more
+ *   instructions a pair over 16-32768 bytes.
+ * Which classes lend to which: hz_class_lenders (heap.c). Not while the
+ * lender's profiler countdown is due: the caller samples by its own class. */
 bool hz_stash_lent(uint32_t c, uint32_t k) {
   return k == c || (k > c && k - c <= HZ_BORROW_CLASSES && (hz_class_lenders[c] >> (k - c - 1) & 1));
 }
 
+/* A span of class k with a free block on its list: the one behind its
+ * stash, or one of the first in its list (spans with room). */
+static hz_span_t *borrow_span(const hz_heap_t *h, uint32_t k) {
+  hz_span_t *t = stash_of(h, k), *s = t->next;
+  if (s != NULL && s != &hz_span_empty && s->free != NULL) return s;
+  s = h->lists[k];
+  for (int i = 0; s != NULL && i < 4; s = s->next, i++)
+    if (s->free != NULL) return s;
+  return NULL;
+}
+
 void *hz_stash_borrow(hz_heap_t *h, uint32_t c) {
   for (uint32_t m = hz_class_lenders[c], k = c + 1; m != 0; m >>= 1, k++) {
+    if (!(m & 1) || h->n.sample_left[k] <= 0) continue;
     hz_span_t *t = stash_of(h, k);
     hz_block_t *b = t->free;
-    if (!(m & 1) || t->kind != HZ_SPAN_STASH || b == NULL || b->next == NULL || h->n.sample_left[k] <= 0) continue;
+    if (t->kind != HZ_SPAN_STASH) continue; /* (the class has no malloc yet: nothing to lend) */
+    bool idle = h->n.sample_left[k] == *stash_seen(h, k);
+    if (b == NULL || !(idle || (b->next != NULL && k - c <= 2))) {
+      if (!idle || (t = borrow_span(h, k)) == NULL) continue;
+      b = t->free;
+    }
     t->free = hz_next_decode(b, b->next);
     t->uses++;
     if (!HZ_NOCHECK) b->tag = 0;
     h->n.sample_left[k]--;
+    if (idle) (*stash_seen(h, k))--; /* (a loan is no malloc of k's: k stays idle) */
     return b;
   }
   return NULL;

@@ -17,9 +17,9 @@
  * block's id; the model records the requested size, alignment, usable size
  * and whether it came from calloc, and every op that touches a block checks
  * it against the model first: contents, alignment, usable size (>= the
- * request, == hz_good_size for malloc/calloc requests up to 2 MiB, or one
- * of the next two classes' sizes for a request of a page or more: a freed
- * block lent, docs/perf.md §79;
+ * request, == hz_good_size for malloc/calloc requests up to 2 MiB, or the
+ * size of a class up to twice as big for a request of a page or more: a
+ * freed block lent, docs/perf.md §79 and §84;
  * unchanged over the block's life), zeroed calloc memory, the prefix a realloc must
  * keep, and the errors of impossible requests (EINVAL, ENOMEM). Blocks move
  * between threads through exchange slots, so frees are remote and blocks
@@ -131,9 +131,9 @@ static void adopt(rec_t *r, void *p, size_t req, size_t align, bool zeroed, cons
   size_t u = hz_usable_size(p);
   EXPECT(u >= req, "%s(%zu) = %p: usable size %zu is too small", what, req, p, u);
   if (align == 0) {
-    size_t good = hz_good_size(req), up1 = hz_good_size(good + 1), up2 = hz_good_size(up1 + 1);
-    bool lent = good >= (size_t)hz_option_get(HZ_OPTION_PAGE_SIZE) &&
-                ((u == up1 && up1 <= 32768) || (u == up2 && up2 <= 32768)); /* (the last class but one lends up1 only) */
+    size_t good = hz_good_size(req);
+    bool lent = good >= (size_t)hz_option_get(HZ_OPTION_PAGE_SIZE) && u > good && u <= 2 * good && u <= 32768 &&
+                hz_good_size(u) == u; /* (a class's size, up to twice the request's class: §79, §84) */
     EXPECT(req > SMALL_LIMIT ? u >= good : u == good || lent, "%s(%zu) = %p: usable size %zu, hz_good_size %zu", what,
            req, p, u, good);
   }

@@ -38,6 +38,13 @@
  *    never gets such a block: no class above 8192 lends to it (9216 and
  *    10240 are multiples of 1 and 2 KiB only). On the code before, the first
  *    malloc got fresh memory.
+ * 9. A class the thread has left lends any of its freed blocks, from its
+ *    spans too, to a class down to half its size (docs/perf.md §84): a
+ *    thread frees 4 blocks of 16 KiB and goes on with other sizes until its
+ *    stash of them ages (back to their spans); its malloc(9000), which
+ *    finds no 9216-byte block, gets one of them (fresh memory on the code
+ *    before). Once the thread mallocs 16 KiB again, the class lends so no
+ *    more: the next malloc(9000) gets a 9216-byte block.
  * The class is 20 KiB (20000-byte requests): a stash of 12 blocks by default
  * (HAKOZUNA_STASH=256 KiB), spans of 8 blocks after a first span of one. */
 #include "check.h"
@@ -46,6 +53,7 @@
 #include <hakozuna.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -268,6 +276,8 @@ static void *lend_thread(void *arg) {
 }
 
 static void lent(void) {
+  /* (no aging meanwhile: the class would be idle, and lend its last block, §84) */
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 3600000) == 0);
   pthread_t th;
   if (!CHECK(pthread_create(&th, NULL, lend_thread, NULL) == 0)) return;
   CHECK(pthread_join(th, NULL) == 0);
@@ -278,11 +288,68 @@ static void lent(void) {
          BORROW_REQ, (void *)lend_q, (void *)lend_a[0]);
   for (int i = 0; i < 3; i++)
     CHECKF(((uintptr_t)lend_al[i] & 8191) == 0, "aligned_alloc(8192, 8192) gave %p", (void *)lend_al[i]);
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 100) == 0);
+}
+
+#define IDLE_REQ 16000 /* the 16384-byte class, seven above 9216 */
+static char *idle_a[4], *idle_p, *idle_q, *idle_r;
+static size_t idle_p_usable, idle_q_usable;
+static bool idle_aged;
+
+/* (cases 6 and 9) Other sizes only, through the slow path (large blocks),
+ * with the purge delay at 20 ms, until no stash holds a block: the stashes
+ * of the classes not used have aged. */
+static bool stashes_aged(void) {
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 20) == 0);
+  double give_up = tu_now() + 10;
+  uint64_t stashed = stashed_bytes();
+  while (stashed != 0 && tu_now() < give_up) {
+    for (int i = 0; i < 100; i++) free(malloc(40000 + (size_t)i * 1000));
+    usleep(5000);
+    stashed = stashed_bytes();
+  }
+  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 100) == 0);
+  return stashed == 0;
+}
+
+static void *idle_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 4; i++) {
+    idle_a[i] = malloc(IDLE_REQ);
+    if (idle_a[i] != NULL) memset(idle_a[i], 7, IDLE_REQ);
+  }
+  for (int i = 0; i < 4; i++) free(idle_a[i]);
+  idle_aged = stashes_aged();
+  idle_p = malloc(BORROW_REQ);
+  idle_p_usable = malloc_usable_size(idle_p);
+  idle_r = malloc(IDLE_REQ); /* the class is in use again */
+  idle_q = malloc(BORROW_REQ);
+  idle_q_usable = malloc_usable_size(idle_q);
+  free(idle_p);
+  free(idle_q);
+  free(idle_r);
+  return NULL;
+}
+
+static void lent_when_idle(void) {
+  pthread_t th;
+  if (!CHECK(pthread_create(&th, NULL, idle_thread, NULL) == 0)) return;
+  CHECK(pthread_join(th, NULL) == 0);
+  if (!CHECKF(idle_aged, "the stash of 16 KiB blocks did not age in 10 s")) return;
+  bool theirs = false;
+  for (int i = 0; i < 4; i++) theirs |= idle_p == idle_a[i];
+  CHECKF(theirs && idle_p_usable == 16384,
+         "malloc(%d) with no block of its class and 4 freed blocks of a class left since: %p (usable %zu), not one of "
+         "%p %p %p %p",
+         BORROW_REQ, (void *)idle_p, idle_p_usable, (void *)idle_a[0], (void *)idle_a[1], (void *)idle_a[2],
+         (void *)idle_a[3]);
+  CHECKF(idle_q_usable == 9216, "malloc(%d) once 16 KiB was in use again: usable size %zu, want 9216", BORROW_REQ,
+         idle_q_usable);
+  hz_collect(1);
 }
 
 static void stash_ages(void) {
   char *b[N];
-  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 20) == 0);
   for (int i = 0; i < N; i++) {
     b[i] = malloc(REQ);
     if (CHECK(b[i] != NULL)) memset(b[i], 4, REQ);
@@ -290,16 +357,9 @@ static void stash_ages(void) {
   for (int i = 0; i < N; i++) free(b[i]);
   uint64_t stashed = stashed_bytes();
   CHECKF(stashed >= 6 * 20480, "%llu bytes stashed after %d frees", (unsigned long long)stashed, N);
-  /* Other sizes only, through the slow path (large blocks), no call of the
-   * stashed class: its stash ages. */
-  double give_up = tu_now() + 10;
-  while (stashed != 0 && tu_now() < give_up) {
-    for (int i = 0; i < 100; i++) free(malloc(40000 + (size_t)i * 1000));
-    usleep(5000);
-    stashed = stashed_bytes();
-  }
-  CHECKF(stashed == 0, "%llu bytes still stashed after 10 s of a class not used", (unsigned long long)stashed);
-  CHECK(hz_option_set(HZ_OPTION_PURGE_DELAY, 100) == 0);
+  /* no call of the stashed class: its stash ages */
+  CHECKF(stashes_aged(), "%llu bytes still stashed after 10 s of a class not used",
+         (unsigned long long)stashed_bytes());
 }
 
 TEST_MAIN() {
@@ -317,5 +377,6 @@ TEST_MAIN() {
   adopted(c);
   lent();
   stash_ages();
+  lent_when_idle();
   return check_failed();
 }
