@@ -372,4 +372,5 @@ BENCHES = [
 BY_NAME = {b.name: b for b in BENCHES}
 
 # Single-thread cases for `make bench-instructions`: (label, MIN, MAX).
-INSTRUCTION_CASES = (("16-1024", 16, 1024), ("16-32768", 16, 32768), ("app mix", "app", 0))
+INSTRUCTION_CASES = (("16-1024", 16, 1024), ("16-32768", 16, 32768), ("app mix", "app", 0),
+                     ("32769-131072", 32769, 131072))
