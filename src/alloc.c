@@ -213,18 +213,7 @@ static hz_always_inline void dealloc_in(void *p, hz_span_t *s, const char *fn) {
         hz_heap_free_small_slow(h, t);
         return;
       }
-      bool own = !s->sample && s->owner_gen == h->adoptions;
-      hz_heap_free_slow(h, s);
-      /* Only the free of a large block that this thread allocated may start
-       * the purge thread. glibc frees a joined thread's TLS (its vector, a
-       * small block; a dlopen'ed library's __thread data) holding the lock
-       * that pthread_create takes, and starting it there deadlocked (200
-       * threads joined: 5 hangs in 5): that free is ours only when this
-       * thread took over the joined one's heap (tests/threads/join_adopted),
-       * and a sampled small block has a large span of its own. Memory that
-       * other frees leave waiting is seen at the next malloc slow path. */
-      if (own) hz_purge_poll();
-      else hz_purge_poll_tls_free();
+      hz_heap_free_large(h, s);
     }
     return;
   }

@@ -293,45 +293,70 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
   return s;
 }
 
+/* A large block's span. The common case, a cached span of exactly its size
+ * with nothing else to do first (no remote frees waiting, the cache aged at
+ * this epoch), is taken here with nothing called (docs/perf.md §89). */
 hz_span_t *hz_heap_take_span(hz_heap_t *h, size_t slices, size_t align) {
   hz_heap_enter(h);
-  hz_span_t *s = heap_take_span(h, slices, align, HZ_CLASS_LARGE);
+  size_t g = hz_span_granule;
+  slices = (slices + g - 1) & ~(g - 1);
+  hz_span_t *s = NULL;
+  if (hz_likely(slices <= HZ_LARGE_MAX_SLICES && align <= g && !atomic_load_explicit(&h->inbox, memory_order_relaxed) &&
+                atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed) == h->cache_looked))
+    s = h->cache[slices];
+  if (hz_likely(s != NULL)) {
+    cache_unlink(h, slices);
+    s->next = s->prev = NULL;
+    s->zeroed = 0;
+  } else {
+    s = heap_take_span(h, slices, align, HZ_CLASS_LARGE);
+  }
   hz_heap_leave(h);
   return s;
 }
 
-void hz_heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
-  if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
-  bool large = s->kind == HZ_SPAN_LARGE;
+static hz_always_inline void span_free_fields(hz_span_t *s) {
   s->kind = HZ_SPAN_FREE;
   s->heap = NULL;
   s->free = NULL;
   if (HZ_CHECKED) s->start = hz_span_base(s); /* (a small span's started after its guard) */
   s->trimmed = 0;
   __atomic_store_n(&s->limit, 0, __ATOMIC_RELAXED); /* the fast path refuses its pointers without reading them */
-  if (large && hz_quarantine_large(h, s)) return;
-  /* A program that lowered mmap_threshold asks for blocks above it to go
-   * back to the OS at their free (alloc.c, goes_huge). */
+}
+
+/* A program that lowered mmap_threshold asks for blocks above it to go back
+ * to the OS at their free (alloc.c, goes_huge). */
+static inline bool large_goes_back(const hz_span_t *s) {
   size_t threshold = (size_t)hz_opt(HZ_OPTION_MMAP_THRESHOLD);
-  if (large && threshold < HZ_LARGE_MAX && s->block_size > threshold) {
+  return threshold < HZ_LARGE_MAX && s->block_size > threshold;
+}
+
+/* Whether the cache, holding `before` slices, has room for n more. */
+static inline bool cache_room(size_t before, size_t n) {
+  return n <= HZ_LARGE_MAX_SLICES && before + n <= (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
+}
+
+static hz_always_inline void cache_put(hz_heap_t *h, hz_span_t *s, size_t n, size_t before) {
+  s->cached_epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
+  s->next = h->cache[n];
+  h->cache[n] = s;
+  __atomic_store_n(&h->cache_slices, before + n, __ATOMIC_RELAXED);
+  /* the purge thread returns the cache if we idle */
+  if (before == 0) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
+}
+
+void hz_heap_retire_span(hz_heap_t *h, hz_span_t *s, bool may_cache) {
+  if (s->kind == HZ_SPAN_SMALL) class_blocks_add(h, s->cls, -(int64_t)s->capacity);
+  bool large = s->kind == HZ_SPAN_LARGE;
+  span_free_fields(s);
+  if (large && hz_quarantine_large(h, s)) return;
+  if (large && large_goes_back(s)) {
     hz_arena_free_span(s, true);
     return;
   }
-  size_t n = s->slice_count;
-  size_t limit = (size_t)hz_opt(HZ_OPTION_THREAD_CACHE) * 1024 / HZ_SLICE_SIZE;
-  if (may_cache && n <= HZ_LARGE_MAX_SLICES) {
-    s->cached_epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
-    size_t before = h->cache_slices;
-    if (before + n <= limit) {
-      s->next = h->cache[n];
-      h->cache[n] = s;
-      __atomic_store_n(&h->cache_slices, before + n, __ATOMIC_RELAXED);
-      /* the purge thread returns the cache if we idle */
-      if (before == 0) atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst);
-      return;
-    }
-  }
-  hz_arena_free_span(s, false);
+  size_t n = s->slice_count, before = h->cache_slices;
+  if (may_cache && cache_room(before, n)) cache_put(h, s, n, before);
+  else hz_arena_free_span(s, false);
 }
 
 /* A listed small span has no block out. Keep one such span per class (a
@@ -572,6 +597,34 @@ void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s) {
   hz_heap_enter(h);
   span_after_free(h, s, true, false);
   hz_heap_leave(h);
+}
+
+/* The free of a large block by its heap's thread. Its span goes to the span
+ * cache: the common case here, with nothing called (docs/perf.md §89).
+ * Only the free of a large block that this thread allocated may start the
+ * purge thread. glibc frees a joined thread's TLS (its vector, a small
+ * block; a dlopen'ed library's __thread data) holding the lock that
+ * pthread_create takes, and starting it there deadlocked (200 threads
+ * joined: 5 hangs in 5): that free is ours only when this thread took over
+ * the joined one's heap (tests/threads/join_adopted), and a sampled small
+ * block has a large span of its own. Memory that other frees leave waiting
+ * is seen at the next malloc slow path. */
+void hz_heap_free_large(hz_heap_t *h, hz_span_t *s) {
+  bool own = !s->sample && s->owner_gen == h->adoptions;
+  size_t n = s->slice_count;
+  hz_heap_enter(h);
+  size_t before = h->cache_slices;
+  if (hz_likely(!HZ_CHECKED && !s->sample && cache_room(before, n) && !large_goes_back(s))) {
+    h->n.large_frees++;
+    h->n.large_bytes -= s->block_size;
+    span_free_fields(s);
+    cache_put(h, s, n, before);
+  } else {
+    span_after_free(h, s, true, false);
+  }
+  hz_heap_leave(h);
+  if (own) hz_purge_poll();
+  else hz_purge_poll_tls_free();
 }
 
 /* A large block freed by a thread other than its owner's. Its span holds no

@@ -605,6 +605,7 @@ void hz_heap_init(void);
 void *hz_heap_alloc_small(hz_heap_t *h, uint32_t cls, size_t request); /* sampled or checked as malloc's */
 void hz_heap_free_slow(hz_heap_t *h, hz_span_t *s);       /* a local free: the span was unlisted, or is empty */
 void hz_heap_free_small_slow(hz_heap_t *h, hz_span_t *s); /* the same, for a small span */
+void hz_heap_free_large(hz_heap_t *h, hz_span_t *s);      /* a local free of a large block */
 bool hz_heap_free_large_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b); /* into this heap's span cache */
 void hz_heap_block_returned(hz_span_t *s, hz_block_t *b);
 void hz_heap_block_drained(hz_span_t *s, hz_block_t *b); /* the same, at its owner's drain */
