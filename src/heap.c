@@ -155,6 +155,7 @@ static hz_noinline void span_init_small(hz_heap_t *h, hz_span_t *s, uint32_t c) 
   s->push_to = h->cur[c]->kind == HZ_SPAN_STASH ? h->cur[c] : s;
   s->block_size = (uint32_t)bs;
   s->recip = hz_class_recip[c];
+  s->start = hz_span_base(s); /* (a large block's may have started further in: large.c) */
 #if HZ_CHECKED
   hz_checked_span_guard(s);
   s->capacity = (uint32_t)(s->slice_count * HZ_SLICE_SIZE / bs - 1);
