@@ -282,7 +282,7 @@ static hz_span_t *heap_take_span(hz_heap_t *h, size_t slices, size_t align, uint
   }
   if (s == NULL) { /* out of address space? what exited threads' heaps got freed, cached huge
                      * mappings and unused segments go back */
-    hz_heaps_collect_abandoned();
+    hz_heaps_collect_abandoned(true);
     hz_huge_purge(true);
     hz_arena_release();
     s = hz_arena_alloc_span(arena, slices, align);

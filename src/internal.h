@@ -499,6 +499,8 @@ typedef struct hz_heap_s {
   uint64_t trim_walk_ms;                /* malloc_trim: ms of its last walk of partly used spans */
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
+  uint64_t abandoned_epoch;             /* hz_purge_epoch at its thread's exit (thread.c) */
+  bool blocks_waiting;                  /* abandoned: its free blocks' pages not yet purged */
   bool live;                            /* owned by a running thread */
   uint32_t adoptions;                   /* threads that took it over after its first */
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */
@@ -626,7 +628,7 @@ void hz_heap_collect(hz_heap_t *h, bool force);
 void hz_heap_trim(hz_heap_t *h); /* malloc_trim's: the costly part at most every HZ_TRIM_WALK_MS, 10 ms */
 void hz_heap_abandon(hz_heap_t *h);
 void hz_heap_collect_own(void); /* out of memory: the calling thread's unused spans and quarantine */
-void hz_heaps_collect_abandoned(void);
+bool hz_heaps_collect_abandoned(bool all); /* true: some exited thread's free blocks wait for their purge */
 hz_heap_t *hz_heaps_first(void);
 bool hz_heaps_live(void);              /* some thread has a heap (purge.c) */
 void hz_heap_fork_child(void);

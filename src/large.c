@@ -335,7 +335,7 @@ void *hz_huge_alloc(size_t size, size_t align, size_t *dirty) {
     if (may_fit && hh == NULL) { /* and unused segments, with what this thread's heap and
                                   * exited threads' heaps hold unused */
       hz_heap_collect_own();
-      hz_heaps_collect_abandoned();
+      hz_heaps_collect_abandoned(true);
       if (hz_arena_release()) hh = hz_os_map(need, base_align);
     }
     if (hh == NULL) {

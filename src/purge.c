@@ -64,13 +64,13 @@ static void *purge_thread_main(void *arg) {
     }
     hz_arena_purge(false);
     bool huge_left = hz_huge_purge(false);
-    hz_heaps_collect_abandoned();
+    bool exited_left = hz_heaps_collect_abandoned(false);
     atomic_fetch_add_explicit(&hz_purge_epoch, 1, memory_order_relaxed);
     hz_heaps_trim_caches();
     /* Heaps are trimmed once idle for a whole delay: when nothing else is
      * left, one more look if some owner was active at this one. */
     bool again = false, busy = hz_trim_idle(&again), active = busy && !looked_again;
-    bool left = hz_arena_dirty() || huge_left || hz_heaps_cache_left() || again;
+    bool left = hz_arena_dirty() || huge_left || exited_left || hz_heaps_cache_left() || again;
     looked_again = !left && active;
     if (busy || left) quiet = 0;
     if (delay > 0 && (left || active || purge_linger(&quiet))) continue;
@@ -96,12 +96,13 @@ static void purge_here(long delay) {
   if (now < next) return;
   atomic_store_explicit(&next_ms, now + (uint64_t)delay, memory_order_relaxed);
   atomic_store_explicit(&hz_purge_pending, 0, memory_order_seq_cst);
+  bool left = hz_heaps_collect_abandoned(false); /* (before the epoch moves: a heap abandoned since the last look waits) */
   /* (the epoch counts delays: a program that idled made no look) */
   uint64_t delays = next != 0 ? (now - next) / (uint64_t)delay + 1 : 1;
   atomic_fetch_add_explicit(&hz_purge_epoch, delays, memory_order_relaxed);
   hz_heaps_trim_caches(); /* (their spans wait in the pool one delay more) */
   hz_arena_purge(false);
-  bool left = hz_huge_purge(false);
+  left |= hz_huge_purge(false);
   if (left || hz_arena_dirty() || hz_heaps_cache_left()) atomic_store_explicit(&hz_purge_pending, 1, memory_order_relaxed);
 }
 
@@ -157,7 +158,7 @@ static void collect(int force, bool trim) {
     if (trim) hz_heap_trim(h);
     else hz_heap_collect(h, force != 0);
   }
-  hz_heaps_collect_abandoned();
+  hz_heaps_collect_abandoned(force != 0);
   hz_huge_purge(true);
   hz_arena_purge(true);
   hz_purge_poll();

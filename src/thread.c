@@ -152,9 +152,9 @@ static void span_purge_free_blocks(hz_span_t *s) {
  * idle trim returns them (trim.c; not at every thread's exit: a walk of
  * every free block). Nothing here may allocate (the purge thread is
  * started by the layer above, after this returns). */
-static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force, bool pages) {
+static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force, bool blocks, bool pages) {
   if (force) hz_heap_set_cur(h, c, &hz_span_empty);
-  bool purge_blocks = force && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
+  bool purge_blocks = force && blocks && !HZ_CHECKED && hz_class_size(c) > hz_os_page_size;
   bool trim_pages = pages && !purge_blocks && !HZ_CHECKED && !HZ_NOCHECK; /* (free tags: trim.c) */
   /* Empty spans are unlinked during the walk and retired after it: the
    * walk itself calls nothing but madvise, so nothing can change the list
@@ -183,7 +183,8 @@ static void heap_collect_class(hz_heap_t *h, uint32_t c, bool force, bool pages)
   }
 }
 
-static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
+/* (blocks: with force, the pages inside free blocks over a page go too) */
+static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool blocks, bool pages) {
   hz_heap_enter(h);
   /* The drain first: the checked build holds the large spans it frees in
    * the quarantine, which an exited thread's heap, collected only when
@@ -199,14 +200,14 @@ static void heap_collect(hz_heap_t *h, bool force, bool may_cache, bool pages) {
   for (uint32_t w = 0; w < sizeof h->classes / sizeof h->classes[0]; w++)
     for (uint64_t m = h->classes[w]; m != 0; m &= m - 1) {
       uint32_t c = w * 64 + (uint32_t)__builtin_ctzll(m);
-      heap_collect_class(h, c, force, pages);
+      heap_collect_class(h, c, force, blocks, pages);
       if (*hz_heap_cur_slot(h, c) == &hz_span_empty && h->lists[c] == NULL) h->classes[w] &= ~((uint64_t)1 << (c % 64));
     }
   hz_heap_flush_cache(h, force || !may_cache);
   hz_heap_leave(h);
 }
 
-void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true, force); }
+void hz_heap_collect(hz_heap_t *h, bool force) { heap_collect(h, force, true, force, force); }
 
 /* Out of memory for a huge block: what the calling thread's heap keeps
  * unused (empty spans, its cache, the checked build's quarantine) goes back
@@ -227,21 +228,30 @@ void hz_heap_trim(hz_heap_t *h) {
   uint64_t now = hz_os_now_ms();
   bool walk = h->trim_walk_ms == 0 || now - h->trim_walk_ms >= HZ_TRIM_WALK_MS;
   if (walk) h->trim_walk_ms = now;
-  heap_collect(h, walk, false, walk);
+  heap_collect(h, walk, false, walk, walk);
 }
 
 /* Inside a slow path until it is listed: the idle trim, which reads live,
  * keeps off meanwhile, and the heap is out of it before a thread can adopt
- * it (busy is the owner's). */
+ * it (busy is the owner's). Its empty spans and span cache go to the pool
+ * at once; the pages inside its free blocks over a page wait a purge delay
+ * (hz_heaps_collect_abandoned): a program that runs a thread per task has
+ * the next thread take the heap over at once and write those blocks again,
+ * and purging them at each exit made every thread fault them in anew
+ * (thread_churn 1000 32 16 32768 1 8: 27 page faults and 3.3 madvise calls
+ * a thread, against rpmalloc's 18 and 1; docs/perf.md §90). */
 void hz_heap_abandon(hz_heap_t *h) {
   hz_heap_enter(h);
-  heap_collect(h, true, false, false);
+  heap_collect(h, true, false, false, false);
   hz_lock(&hz_heaps_lock);
   __atomic_store_n(&h->live, false, __ATOMIC_RELAXED);
+  h->abandoned_epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
+  h->blocks_waiting = true;
   h->next_abandoned = hz_heaps_abandoned;
   hz_heaps_abandoned = h;
   hz_heap_leave(h);
   hz_unlock(&hz_heaps_lock);
+  atomic_store_explicit(&hz_purge_pending, 1, memory_order_seq_cst); /* (the destructor polls next) */
 }
 
 static void heap_key_destructor(void *arg) {
@@ -257,11 +267,24 @@ static void heap_key_destructor(void *arg) {
 
 /* Remote frees keep arriving at the heaps of exited threads; return what
  * they free (called by the purge thread and hz_collect). */
-void hz_heaps_collect_abandoned(void) {
+/* Exited threads' heaps: the frees other threads sent them are taken in,
+ * and once a purge delay has passed since the exit (the epoch moved on), or
+ * at once when `all`, the pages inside their free blocks over a page go
+ * back (hz_heap_abandon). True while some heap's still wait. */
+bool hz_heaps_collect_abandoned(bool all) {
+  uint64_t epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
+  bool left = false;
   hz_lock(&hz_heaps_lock);
-  for (hz_heap_t *h = hz_heaps_abandoned; h != NULL; h = h->next_abandoned)
-    if (atomic_load_explicit(&h->inbox, memory_order_relaxed)) heap_collect(h, true, false, false);
+  for (hz_heap_t *h = hz_heaps_abandoned; h != NULL; h = h->next_abandoned) {
+    bool blocks = all || !h->blocks_waiting || epoch != h->abandoned_epoch;
+    if (atomic_load_explicit(&h->inbox, memory_order_relaxed) || (h->blocks_waiting && blocks)) {
+      heap_collect(h, true, false, blocks, false);
+      if (blocks) h->blocks_waiting = false;
+    }
+    left |= h->blocks_waiting;
+  }
   hz_unlock(&hz_heaps_lock);
+  return left;
 }
 
 HZ_EXPORT void hz_thread_done(void) {
