@@ -104,10 +104,9 @@ static void list_listed(hz_span_t *s) {
   s->unlisted = 0;
 }
 
-static void class_used(hz_heap_t *h, uint32_t c) { h->classes[c / 64] |= (uint64_t)1 << (c % 64); }
 
 static void list_push(hz_heap_t *h, hz_span_t *s) {
-  class_used(h, s->cls);
+  hz_heap_class_used(h, s->cls);
   hz_span_t **head = &h->lists[s->cls];
   s->prev = NULL;
   s->next = *head;
@@ -118,7 +117,7 @@ static void list_push(hz_heap_t *h, hz_span_t *s) {
 }
 
 static hz_always_inline void list_append(hz_heap_t *h, hz_span_t *s) {
-  class_used(h, s->cls);
+  hz_heap_class_used(h, s->cls);
   hz_span_t *tail = h->tails[s->cls];
   s->next = NULL;
   s->prev = tail;
@@ -381,7 +380,7 @@ static hz_noinline void span_emptied(hz_heap_t *h, hz_span_t *s, bool keep_spare
 /* The current span carries one extra "use" so it never looks empty to the
  * free fast path: a malloc/free ping-pong stays on the fast path. */
 static inline void span_pin(hz_heap_t *h, uint32_t c, hz_span_t *s) {
-  *hz_heap_cur_slot(h, c) = s; /* (from the class's list, whose push set its class_used bit) */
+  *hz_heap_cur_slot(h, c) = s; /* (from the class's list, whose push set its hz_heap_class_used bit) */
   s->uses++;
   s->pinned = 1;
   if (h->spare[c] == s) h->spare[c] = NULL;
@@ -470,10 +469,15 @@ static inline bool heap_try_enter(hz_heap_t *h) {
 }
 
 /* Class c is about to take fresh memory: for blocks of a page or more, a
- * freed block of a class above it may stand in (stash.c, hz_stash_borrow).
- * (The test inline: refill_quick makes no call for the other classes.) */
+ * freed block of a class above it that the heap uses may stand in
+ * (stash.c, hz_stash_borrow). (The test inline: refill_quick makes no call
+ * for the other classes, nor where no lender is in use: a walk over all of
+ * c's lenders cost each fresh block 78 instructions where none was,
+ * rounds 3 100000 4000 4000, docs/perf.md §91.) */
 static inline void *borrow(hz_heap_t *h, uint32_t c) {
-  return hz_class_lenders[c] != 0 && h->stash != NULL ? hz_stash_borrow(h, c) : NULL;
+  uint32_t lenders = hz_class_lenders[c];
+  if (lenders != 0) lenders &= hz_heap_classes_from(h, c + 1);
+  return lenders != 0 && h->stash != NULL ? hz_stash_borrow(h, c, lenders) : NULL;
 }
 
 /* The commonest refills, with nothing else to do first (no remote frees

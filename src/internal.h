@@ -647,7 +647,8 @@ void hz_stash_full(hz_heap_t *h, hz_span_t *t); /* a free filled stash t: its ol
 void hz_stash_fill(hz_span_t *t, hz_span_t *s); /* refill: blocks of s's list onto stash t */
 void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b); /* a remote free, drained (entered) */
 bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b);
-void *hz_stash_borrow(hz_heap_t *h, uint32_t c); /* a larger class's freed block for c, or NULL (entered; h->stash) */
+/* a freed block for c of one of the classes `lenders` names (bit i: c + 1 + i), or NULL (entered; h->stash) */
+void *hz_stash_borrow(hz_heap_t *h, uint32_t c, uint32_t lenders);
 extern uint8_t hz_class_lenders[HZ_NCLASS];
 bool hz_stash_lent(uint32_t c, uint32_t k);     /* may hz_stash_borrow hand a block of class k out for class c? */
 #define HZ_BORROW_CLASSES 8 /* (8 classes a doubling: up to twice the size) */
@@ -707,6 +708,15 @@ static inline void hz_heap_count_restart(hz_heap_t *h, uint32_t c, int64_t k) {
   __atomic_store_n(&h->n.restarts, h->n.restarts + 1, __ATOMIC_RELEASE);
 }
 
+/* A heap's used classes (hz_heap_t.classes): c's bit set, and the bits of
+ * the 8 classes from k on. */
+static inline void hz_heap_class_used(hz_heap_t *h, uint32_t c) { h->classes[c / 64] |= (uint64_t)1 << (c % 64); }
+static inline uint32_t hz_heap_classes_from(const hz_heap_t *h, uint32_t k) {
+  uint32_t w = k / 64, b = k % 64;
+  uint64_t v = w < sizeof h->classes / sizeof h->classes[0] ? h->classes[w] >> b : 0;
+  if (b > 56 && w + 1 < sizeof h->classes / sizeof h->classes[0]) v |= h->classes[w + 1] << (64 - b);
+  return (uint32_t)v & 0xff;
+}
 static inline void hz_heap_enter(hz_heap_t *h) {
   hz_heap_busy_set(h, h->busy + 1, __ATOMIC_RELAXED);
   hz_store_fence();

@@ -299,7 +299,9 @@ hz_hot_text void *hz_profile_small(hz_heap_t *h, hz_block_t *b, size_t request) 
   hz_heap_count_restart(h, c, prof_gap(bs, rate) + h->n.sample_left[c] + 1);
   if (prof_busy) return prof_unsampled(b, c, request);
   size_t dirty;
-  void *q = prof_sample_alloc(request ? request : 1, 1, prof_one_minus_exp_neg((double)bs / (double)rate), &dirty);
+  /* (aligned as the class's blocks are: an aligned request is served from a
+   * class whose size is a multiple of its alignment, alloc.c) */
+  void *q = prof_sample_alloc(request ? request : 1, bs & (0 - bs), prof_one_minus_exp_neg((double)bs / (double)rate), &dirty);
   if (q == NULL) return prof_unsampled(b, c, request);
   /* b goes back to its span (the current one of its class: it stays
    * pinned), and is not counted as a small malloc */

@@ -90,6 +90,7 @@ void hz_stash_install(hz_heap_t *h, uint32_t c) {
   t->free = NULL;
   stash_arm(t, 0);
   t->next = h->cur[c]; /* the span behind it */
+  hz_heap_class_used(h, c); /* (borrow, heap.c, asks used classes only) */
   __atomic_store_n(&t->kind, HZ_SPAN_STASH, __ATOMIC_RELAXED); /* (hz_stash_count reads it from other threads) */
   h->cur[c] = t;
 }
@@ -212,8 +213,8 @@ static hz_span_t *borrow_span(const hz_heap_t *h, uint32_t k) {
   return NULL;
 }
 
-void *hz_stash_borrow(hz_heap_t *h, uint32_t c) {
-  for (uint32_t m = hz_class_lenders[c], k = c + 1; m != 0; m >>= 1, k++) {
+void *hz_stash_borrow(hz_heap_t *h, uint32_t c, uint32_t lenders) {
+  for (uint32_t m = lenders, k = c + 1; m != 0; m >>= 1, k++) {
     if (!(m & 1) || h->n.sample_left[k] <= 0) continue;
     hz_span_t *t = stash_of(h, k);
     hz_block_t *b = t->free;

@@ -278,6 +278,25 @@ static void test_concurrent(const char *dir) {
          errno);
 }
 
+/* Every block sampled (rate 1): a sampled small block gets a span of its
+ * own, whose block must be aligned as its class's blocks are -- an aligned
+ * request is served from a class whose size is a multiple of the alignment
+ * (a sampled block once started at a cache line of its span's page: §89). */
+static void test_aligned(void) {
+  static const size_t sizes[] = {1, 100, 256, 1000, 4096, 5000, 20000, 40000};
+  for (size_t al = 16; al <= 8192; al *= 2)
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      void *p = NULL;
+      CHECK(posix_memalign(&p, al, sizes[i]) == 0);
+      CHECKF(((uintptr_t)p & (al - 1)) == 0, "posix_memalign(%zu, %zu) = %p, sampled", al, sizes[i], p);
+      if (p) memset(p, 1, sizes[i]);
+      free(p);
+      p = aligned_alloc(al, sizes[i]);
+      CHECKF(p != NULL && ((uintptr_t)p & (al - 1)) == 0, "aligned_alloc(%zu, %zu) = %p, sampled", al, sizes[i], p);
+      free(p);
+    }
+}
+
 TEST_MAIN() {
   if (argc >= 2 && strcmp(argv[1], "leaks") == 0) {
     /* "retitle": as programs that set their title (redis) overwrite argv[0],
@@ -289,10 +308,11 @@ TEST_MAIN() {
   else if (argc >= 3 && strcmp(argv[1], "sites") == 0) test_sites(argv[2]);
   else if (argc >= 3 && strcmp(argv[1], "fork") == 0) test_fork(argv[2]);
   else if (argc >= 3 && strcmp(argv[1], "concurrent") == 0) test_concurrent(argv[2]);
+  else if (argc >= 2 && strcmp(argv[1], "aligned") == 0) test_aligned();
   else if (argc >= 2 && strcmp(argv[1], "close-stderr") == 0) { /* as coreutils do before exiting */
     free(site_small(1000));
     return close(2) == 0 ? 0 : 1;
   }
-  else CHECKF(0, "usage: profile sites|leaks|leaks-hooked|fork|concurrent|close-stderr [DIR]");
+  else CHECKF(0, "usage: profile sites|leaks|leaks-hooked|fork|concurrent|close-stderr|aligned [DIR]");
   return 0;
 }

@@ -61,6 +61,10 @@ grep -q "warning: the heap profile could not be written to $tmp/no-such-dir/p.pb
 # 4. Switched on at run time; dumps while two threads allocate.
 run "$prog" concurrent "$tmp" >"$tmp/conc.out" 2>&1 || fail "profile concurrent: $(tail -n 20 "$tmp/conc.out")"
 
+# 4b. Every block sampled: aligned requests stay aligned.
+run HAKOZUNA_PROFILE=1 HAKOZUNA_PROFILE_RATE=1 HAKOZUNA_PROFILE_FILE="$tmp/aligned.pb.gz" "$prog" aligned \
+  >"$tmp/aligned.out" 2>&1 || fail "profile aligned: $(tail -n 20 "$tmp/aligned.out")"
+
 [ "$failures" -eq 0 ] || finish
 # 5. pprof reads the profile and names the sites.
 PATH=$PATH:/usr/local/go/bin
