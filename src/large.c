@@ -40,11 +40,11 @@ static uint64_t large_recip(size_t n) {
  * on a page boundary had their first bytes, and every byte at the same
  * offset into a page, compete for the few cache sets those addresses map
  * to: mt_remote 1 thread 32769-131072, which writes a byte in each page of
- * a block, ran at 0.70x rpmalloc's speed, its blocks starting anywhere in
- * a page (docs/perf.md §89). The block keeps its usable size (hz_good_size)
- * and, written up to its request, no page more. Not in the checked build,
- * whose guard follows the block's last page, nor for blocks aligned to
- * more than a cache line. */
+ * a block, ran at 0.85x the speed of rpmalloc, whose blocks start anywhere
+ * in a page; 0.95x since (docs/perf.md §89). The block keeps its usable
+ * size (hz_good_size) and, written up to its request, no page more. Not in
+ * the checked build, whose guard follows the block's last page, nor for
+ * blocks aligned to more than a cache line. */
 static size_t large_offset(const hz_span_t *s, size_t slack, size_t room) {
   if (room < slack) slack = room;
   if (slack > 4095) slack = 4095; /* (a page of 4 KiB holds 64 lines: enough colours) */

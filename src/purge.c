@@ -64,7 +64,9 @@ static void *purge_thread_main(void *arg) {
     }
     hz_arena_purge(false);
     bool huge_left = hz_huge_purge(false);
-    bool exited_left = hz_heaps_collect_abandoned(false);
+    /* (all at once when no thread has a heap: the process is ending, and this
+     * thread must not keep it alive for their delay) */
+    bool exited_left = hz_heaps_collect_abandoned(!hz_heaps_live());
     atomic_fetch_add_explicit(&hz_purge_epoch, 1, memory_order_relaxed);
     hz_heaps_trim_caches();
     /* Heaps are trimmed once idle for a whole delay: when nothing else is
