@@ -34,22 +34,23 @@ static uint64_t large_recip(size_t n) {
   return r;
 }
 
-/* Where a large block starts in its first page: a cache line of the bytes
- * its last page leaves unused (`slack`), picked by its span's address, and
- * within the rest of its span's last slice (`room`). Blocks that all began
- * on a page boundary had their first bytes, and every byte at the same
- * offset into a page, compete for the few cache sets those addresses map
- * to: mt_remote 1 thread 32769-131072, which writes a byte in each page of
- * a block, ran at 0.85x the speed of rpmalloc, whose blocks start anywhere
- * in a page; 0.95x since (docs/perf.md §89). The block keeps its usable
- * size (hz_good_size) and, written up to its request, no page more. Not in
- * the checked build, whose guard follows the block's last page, nor for
- * blocks aligned to more than a cache line. */
+/* Where a large block starts in its first page: a cache line picked by its
+ * span's address (the same line each time the span serves a large block)
+ * where the bytes its last page leaves unused (`slack`) and the rest of
+ * its span's last slice (`room`) make room for it, else the page's start.
+ * Blocks that all began on a page boundary had their first bytes, and
+ * every byte at the same offset into a page, compete for the few cache
+ * sets those addresses map to: mt_remote 1 thread 32769-131072, which
+ * writes a byte in each page of a block, 7.4 M ops/s, now 10.4. An offset
+ * scaled to each block's slack instead moved with the block's size, and
+ * a span's next blocks touched other lines of its pages: 2.3x the
+ * last-level write misses, and short runs lost 10% (docs/perf.md §89).
+ * The block keeps its usable size (hz_good_size) and, written up to its
+ * request, no page more. Not in the checked build, whose guard follows
+ * the block's last page, nor for blocks aligned to more than a line. */
 static size_t large_offset(const hz_span_t *s, size_t slack, size_t room) {
-  if (room < slack) slack = room;
-  if (slack > 4095) slack = 4095; /* (a page of 4 KiB holds 64 lines: enough colours) */
-  uint64_t colour = (((uintptr_t)s >> 6) * 0x9E3779B97F4A7C15ull) >> 58; /* 0..63, by descriptor */
-  return (size_t)((colour * ((slack >> 6) + 1)) >> 6) << 6;
+  size_t off = (size_t)((((uintptr_t)s >> 6) * 0x9E3779B97F4A7C15ull) >> 58) << 6; /* 0..4032, by descriptor */
+  return off <= slack && off <= room ? off : 0;
 }
 
 void *hz_large_alloc(hz_heap_t *h, size_t size, size_t align, size_t *dirty) {

@@ -129,12 +129,13 @@ static void first_span_retired(void) {
  *    the bytes their last page leaves unused, so that the blocks' first
  *    bytes (and the bytes at the same offset into each page) do not all
  *    compete for the same cache sets (docs/perf.md §89): 64 blocks of
- *    40,000 bytes (10 pages, 960 bytes unused: 16 lines to start at) began
- *    at one offset, 0; now at 16, each block's request in its 10 pages.
- *    A block of whole pages, or aligned past a cache line, starts on a
- *    page. */
+ *    36,865 bytes (10 pages, 4,095 bytes unused: any of the 64 lines)
+ *    began at one offset, 0; now at 8 lines or more, each block's request
+ *    in its 10 pages; the span, serving a block of another size next,
+ *    keeps its line where that size leaves room for it. A block of whole pages, or aligned past a cache
+ *    line, starts on a page. */
 static void coloured_starts(void) {
-  enum { N = 64, SIZE = 40000 };
+  enum { N = 64, SIZE = 36865 };
   char *p[N];
   uint64_t seen = 0; /* bit i: some block starts at line i of its page */
   for (int i = 0; i < N; i++) {
@@ -150,7 +151,14 @@ static void coloured_starts(void) {
          SIZE, __builtin_popcountll(seen), (unsigned long long)seen);
   for (int i = 0; i < N; i++) {
     for (size_t j = 0; j < SIZE; j += 997) CHECK(p[i][j] == (char)i);
+    uintptr_t off = (uintptr_t)p[i] % 4096;
     free(p[i]);
+    /* the span just freed, its line again where 10 pages leave it room (3,995 bytes unused) */
+    char *q = malloc(SIZE + 100);
+    uintptr_t want = off <= 10 * 4096 - (SIZE + 100) ? off : 0;
+    CHECKF(q != NULL && (uintptr_t)q / 4096 == (uintptr_t)p[i] / 4096 && (uintptr_t)q % 4096 == want,
+           "malloc(%d) after the free of %p: %p", SIZE + 100, (void *)p[i], (void *)q);
+    free(q);
   }
   char *whole = malloc(10 * 4096), *aligned = aligned_alloc(128, SIZE);
   CHECKF((uintptr_t)whole % 4096 == 0, "malloc(40960) = %p", (void *)whole);
