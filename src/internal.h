@@ -500,7 +500,7 @@ typedef struct hz_heap_s {
   struct hz_heap_s *next_all;           /* every heap ever made */
   struct hz_heap_s *next_abandoned;
   uint64_t abandoned_epoch;             /* hz_purge_epoch at its thread's exit (thread.c) */
-  bool blocks_waiting;                  /* abandoned: its free blocks' pages not yet purged */
+  bool blocks_waiting;                  /* abandoned: not yet collected whole (thread.c) */
   bool live;                            /* owned by a running thread */
   uint32_t adoptions;                   /* threads that took it over after its first */
   uint32_t busy;                        /* inside a slow path (see hz_heap_enter) */

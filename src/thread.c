@@ -67,6 +67,16 @@ bool hz_thread_single(void) {
   return hz_os_threads_known() ? hz_os_single_threaded() : __atomic_load_n(&thread_heaps_set_up, __ATOMIC_RELAXED) <= 1;
 }
 
+/* The one exited thread's heap that waits with its current spans and
+ * stashes for the next thread (hz_heap_abandon), or NULL. One: threads that
+ * all run at once keep their heaps, and what each exited one kept was fresh
+ * memory for the next (thread_flood 1000 threads: 73 -> 1,500 MiB). */
+static _Atomic(hz_heap_t *) heap_kept;
+static void heap_kept_ends(hz_heap_t *h) {
+  hz_heap_t *k = h;
+  atomic_compare_exchange_strong(&heap_kept, &k, NULL);
+}
+
 /* Start-up has run (the entry points in alloc.c see to it), or is running
  * on this thread and everything used here is set. */
 static hz_noinline hz_heap_t *heap_setup(void) {
@@ -75,6 +85,7 @@ static hz_noinline hz_heap_t *heap_setup(void) {
   if (h != NULL) {
     hz_heaps_abandoned = h->next_abandoned;
     h->adoptions++;
+    heap_kept_ends(h);
   } else if ((h = meta_alloc(HZ_HEAP_STRIDE)) != NULL) {
     static uint32_t heaps_made;
     h->arena = hz_arena_pick(heaps_made++);
@@ -233,20 +244,29 @@ void hz_heap_trim(hz_heap_t *h) {
 
 /* Inside a slow path until it is listed: the idle trim, which reads live,
  * keeps off meanwhile, and the heap is out of it before a thread can adopt
- * it (busy is the owner's). Its empty spans and span cache go to the pool
- * at once; the pages inside its free blocks over a page wait a purge delay
- * (hz_heaps_collect_abandoned): a program that runs a thread per task has
- * the next thread take the heap over at once and write those blocks again,
- * and purging them at each exit made every thread fault them in anew
- * (thread_churn 1000 32 16 32768 1 8: 27 page faults and 3.3 madvise calls
- * a thread, against rpmalloc's 18 and 1; docs/perf.md §90). */
+ * it (busy is the owner's). Its inbox is taken, its outboxes are sent, and
+ * its stashed blocks, empty spans and span cache go to the pool at once;
+ * the pages inside its free blocks over a page wait a purge delay
+ * (hz_heaps_collect_abandoned collects them after that). Unless another
+ * exited heap does already (heap_kept), its current spans and installed
+ * stashes wait too, for the next thread to take the heap over as it is: a
+ * program that runs a thread per task had every thread set up each class
+ * again (thread_churn 500 32 16 32768 1 8: 57,000 instructions a thread,
+ * 39,000 now; docs/perf.md §92), after it faulted in those pages anew (27
+ * page faults and 3.3 madvise calls a thread, against rpmalloc's 18 and 1:
+ * §90). The checked build's quarantine waits the delay too. With no purge
+ * delay everything goes at once (with -1, never, the pages stay). */
 void hz_heap_abandon(hz_heap_t *h) {
   hz_heap_enter(h);
-  heap_collect(h, true, false, false, false);
+  long delay = hz_opt(HZ_OPTION_PURGE_DELAY);
+  hz_heap_t *none = NULL;
+  bool keep = delay > 0 && atomic_compare_exchange_strong(&heap_kept, &none, h);
+  if (keep) hz_stash_empty(h); /* (heap_collect's, but for its current spans) */
+  heap_collect(h, !keep, false, delay == 0, false);
   hz_lock(&hz_heaps_lock);
   __atomic_store_n(&h->live, false, __ATOMIC_RELAXED);
   h->abandoned_epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
-  h->blocks_waiting = true;
+  h->blocks_waiting = delay > 0;
   h->next_abandoned = hz_heaps_abandoned;
   hz_heaps_abandoned = h;
   hz_heap_leave(h);
@@ -269,8 +289,9 @@ static void heap_key_destructor(void *arg) {
  * they free (called by the purge thread and hz_collect). */
 /* Exited threads' heaps: the frees other threads sent them are taken in,
  * and once a purge delay has passed since the exit (the epoch moved on), or
- * at once when `all`, the pages inside their free blocks over a page go
- * back (hz_heap_abandon). True while some heap's still wait. */
+ * at once when `all`, what hz_heap_abandon left for the next thread goes
+ * too: current spans, stashes, the pages inside free blocks over a page.
+ * True while some heap's still wait. */
 bool hz_heaps_collect_abandoned(bool all) {
   uint64_t epoch = atomic_load_explicit(&hz_purge_epoch, memory_order_relaxed);
   bool left = false;
@@ -279,6 +300,7 @@ bool hz_heaps_collect_abandoned(bool all) {
     bool blocks = all || !h->blocks_waiting || epoch != h->abandoned_epoch;
     if (atomic_load_explicit(&h->inbox, memory_order_relaxed) || (h->blocks_waiting && blocks)) {
       heap_collect(h, true, false, blocks, false);
+      heap_kept_ends(h);
       if (blocks) h->blocks_waiting = false;
     }
     left |= h->blocks_waiting;

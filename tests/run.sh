@@ -285,6 +285,7 @@ else
   e threads/fork_trim "aborts in children forked while threads run" t threads/fork_trim 120 - hakozuna "$B/threads/fork_trim"
   t threads/inbox_full 60 - hakozuna "$B/threads/inbox_full"
   t threads/join_adopted 60 - hakozuna "$B/threads/join_adopted"
+  t threads/adopt 60 - hakozuna "$B/threads/adopt"
   t threads/large_remote 60 - hakozuna "$B/threads/large_remote"
   t "threads/large_remote [checked]" 60 "$lib_checked" hakozuna-checked "$B/threads/large_remote"
   t misuse/trim_double 60 - hakozuna "$B/misuse/trim_double"

@@ -192,6 +192,15 @@ static inline int tu_stats(hz_stats_t *st) {
   return hz_stats_get(st);
 }
 
+/* The size class whose blocks hold n bytes, or -1. */
+static inline int tu_class_of(size_t n) {
+  hz_stats_t st;
+  if (tu_stats(&st) != 0) return -1;
+  for (uint32_t c = 0; c < st.class_count; c++)
+    if (st.classes[c].block_size >= n) return (int)c;
+  return -1;
+}
+
 /* An environment variable as a number, or def. */
 static inline double tu_env_double(const char *name, double def) {
   const char *v = getenv(name);

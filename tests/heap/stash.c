@@ -62,14 +62,6 @@
 #define REQ 20000
 #define N 40
 
-static int class_of(size_t bs) {
-  hz_stats_t st;
-  if (tu_stats(&st) != 0) return -1;
-  for (uint32_t c = 0; c < st.class_count; c++)
-    if (st.classes[c].block_size >= bs) return (int)c;
-  return -1;
-}
-
 static uint64_t stashed_bytes(void) {
   hz_stats_t st;
   CHECK(tu_stats(&st) == 0);
@@ -367,7 +359,7 @@ TEST_MAIN() {
     printf("SKIP: the geometry assumed here needs 4 KiB pages (have %zu)\n", tu_page_size());
     return 77;
   }
-  int c = class_of(REQ);
+  int c = tu_class_of(REQ);
   if (!CHECK(c >= 0)) return 1;
   newest_first(REQ);
   newest_first(1000);
