@@ -139,7 +139,7 @@ test-programs: lib
 TSAN_DIR    := $(BUILD)/tsan
 TSAN_FLAGS  := -fsanitize=thread -O1
 TSAN_OBJS   := $(patsubst src/%.c,$(TSAN_DIR)/obj/%.o,$(SRCS))
-TSAN_TESTS  := threads/stress threads/churn purge/collect threads/inbox_full trim/race threads/large_remote
+TSAN_TESTS  := threads/stress threads/churn purge/collect threads/inbox_full trim/race threads/large_remote threads/adopt
 TSAN_BINS   := $(addprefix $(TSAN_DIR)/,$(TSAN_TESTS))
 TSAN_ENV    := TSAN_OPTIONS='halt_on_error=1 second_deadlock_stack=1' HZ_TEST_TARGET=tsan \
                HAKOZUNA_PURGE_DELAY=1 HZ_STRESS_SECONDS=1 HZ_STRESS_MIN_OPS=1 HZ_CHURN_THREADS=1000
