@@ -346,4 +346,6 @@ void hz_heap_fork_child(void) {
     abandoned = h;
   }
   hz_heaps_abandoned = abandoned;
+  /* (the kept heap may be one left alone above: none is, for the child) */
+  atomic_store_explicit(&heap_kept, NULL, memory_order_relaxed);
 }
