@@ -173,6 +173,7 @@ static inline size_t hz_class_size(uint32_t c) {
  * build, whose frees go through its quarantine. */
 #define HZ_STASH_FIRST 31u
 #define HZ_STASHED (HZ_CHECKED ? 0u : HZ_NCLASS - HZ_STASH_FIRST)
+static inline bool hz_class_stashed(uint32_t c) { return c >= HZ_STASH_FIRST && c < HZ_STASH_FIRST + HZ_STASHED; }
 
 /* ---- Blocks ----
  * A free block holds the next pointer and a tag that marks it free: a

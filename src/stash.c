@@ -65,7 +65,7 @@ void hz_stash_trap_init(hz_heap_t *h) {
 /* Where the owner's frees into the small span s go while it has no
  * trimmed page: as span_init_small set it. */
 hz_span_t *hz_stash_home(const hz_heap_t *h, hz_span_t *s) {
-  if (h->stash == NULL || s->cls < HZ_STASH_FIRST || s->cls >= HZ_STASH_FIRST + HZ_STASHED) return s;
+  if (h->stash == NULL || !hz_class_stashed(s->cls)) return s;
   hz_span_t *t = stash_of(h, s->cls);
   return __atomic_load_n(&t->kind, __ATOMIC_RELAXED) == HZ_SPAN_STASH ? t : s;
 }
@@ -167,8 +167,8 @@ void hz_stash_put(hz_heap_t *h, hz_span_t *t, hz_block_t *b) {
 bool hz_stash_adopt(hz_heap_t *h, const hz_span_t *s, hz_block_t *b) {
   hz_heap_t *owner = s->heap;
   uint32_t c = s->cls;
-  if (owner == NULL || h->behind[hz_heap_slot(owner) % HZ_OUTBOX] != owner || c < HZ_STASH_FIRST ||
-      c >= HZ_STASH_FIRST + HZ_STASHED || s->kind != HZ_SPAN_SMALL || h->stash == NULL)
+  if (!hz_class_stashed(c) || s->kind != HZ_SPAN_SMALL || owner == NULL ||
+      h->behind[hz_heap_slot(owner) % HZ_OUTBOX] != owner || h->stash == NULL)
     return false;
   hz_span_t *t = stash_of(h, c);
   if (t->kind != HZ_SPAN_STASH || !h->live) return false;
@@ -276,7 +276,7 @@ void hz_stash_option_changed(void) {
 }
 
 uint64_t hz_stash_count(const hz_heap_t *h, uint32_t c) {
-  if (c < HZ_STASH_FIRST || c >= HZ_STASH_FIRST + HZ_STASHED || h->stash == NULL) return 0;
+  if (!hz_class_stashed(c) || h->stash == NULL) return 0;
   const hz_span_t *t = stash_of(h, c);
   if (__atomic_load_n(&t->kind, __ATOMIC_RELAXED) != HZ_SPAN_STASH) return 0;
   int64_t n = (int64_t)__atomic_load_n(&t->capacity, __ATOMIC_RELAXED) - 1 - __atomic_load_n(&t->uses, __ATOMIC_RELAXED);
