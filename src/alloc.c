@@ -189,7 +189,7 @@ static hz_noinline void free_remote_stashed(hz_heap_t *h, hz_span_t *s, hz_block
 
 /* A block of a class below the stashes (most remote frees) goes on with no
  * call but a tail call, so with no register saved: asking hz_stash_adopt
- * first cost 25 of a 64-byte block's 125 instructions (xmalloc-test;
+ * first cost 30 of a 64-byte block's 125 instructions (xmalloc-test;
  * docs/perf.md §93). The checked build has no stashes: its remote frees
  * wait in its quarantine first. */
 static hz_noinline void free_remote(hz_heap_t *h, hz_span_t *s, hz_block_t *b, const char *fn) {
